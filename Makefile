@@ -1,0 +1,38 @@
+# Every target sets itself up: .venv is created on first use and everything is installed into it.
+# torch is pinned to the CPU wheel (2.13.0) only when the venv cannot import torch yet, so a machine
+# that already has a CUDA torch in .venv keeps it and a CPU machine never pulls CUDA wheels.
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+STAMP  := $(VENV)/.fx-conformance-installed
+PROFILE ?= ci
+CONFORMANCE_PROFILE ?= dev
+
+.PHONY: test conformance bench install clean
+
+install: $(STAMP)
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(VPY) pyproject.toml
+	@$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install --quiet "torch==2.13.0"
+	$(VPY) -m pip install --quiet -e .
+	@touch $(STAMP)
+
+# The project's tests, the benchmarks as smoke tests (timing disabled), and the conformance suite,
+# all under the small, derandomized `ci` Hypothesis profile.
+test: $(STAMP)
+	$(VPY) -m pytest tests benchmarks conformance/suite -q -p no:cacheprovider \
+		--hypothesis-profile=$(PROFILE) --benchmark-disable
+
+# The conformance run over the reference implementations, with a per-module summary.
+conformance: $(STAMP)
+	$(VENV)/bin/fx-conformance run --profile $(CONFORMANCE_PROFILE)
+
+# Timed benchmarks (pytest-benchmark); results saved under .benchmarks/.
+bench: $(STAMP)
+	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-autosave
+
+clean:
+	rm -rf $(VENV) .hypothesis .benchmarks *.egg-info

@@ -1,0 +1,40 @@
+"""Hypothesis strategies for ATen-level FX graphs, tensors and symbolic index expressions.
+
+>>> from strategies import graphs
+>>> from hypothesis import given
+>>> @given(graphs(max_nodes=6))
+... def test_my_pass(case):
+...     case.gm(*case.fresh_inputs())
+"""
+
+from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
+from ._errors import InvalidArgument
+from ._features import FEATURES, graph_features
+from ._graphs import GraphCase, graphs
+from ._meta import shared_fake_mode
+from ._ops import OPS
+from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
+from ._symbolic import index_expressions
+from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_floats, tensors
+
+__all__ = [
+    "CATEGORIES",
+    "DOMAINS",
+    "FEATURES",
+    "INDEX_FUNCTIONS",
+    "OPS",
+    "GraphCase",
+    "InvalidArgument",
+    "Kwarg",
+    "OpSpec",
+    "broadcastable_shapes",
+    "dtypes",
+    "graph_features",
+    "graphs",
+    "index_expressions",
+    "scalars",
+    "shapes",
+    "shared_fake_mode",
+    "special_floats",
+    "tensors",
+]

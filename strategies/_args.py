@@ -1,0 +1,353 @@
+"""Drawing rules: one function per argument kind of the op catalog.
+
+Operands are picked from values already in the graph (so graphs are DAGs with reuse, and equal
+operands are common) or, as the last choice, created as a new input or constant. Index choices
+shrink towards the earliest value, i.e. towards the graph's first input.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from . import _catalog as C
+from ._builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
+from ._draws import choose, flag, integers
+from ._tensors import broadcastable_shapes, scalars, tensor_with_layout
+
+
+@dataclass
+class DrawContext:
+    """What every drawing rule needs: the builder and the user's options."""
+
+    builder: GraphBuilder
+    dtypes: st.SearchStrategy
+    shapes: st.SearchStrategy
+    max_inputs: int
+    constants: bool
+    special_values: bool
+    noncontiguous: bool = True
+
+
+# --- domains on concrete values -----------------------------------------------------------------
+
+
+def in_domain(t: torch.Tensor, domain: str, special_values: bool) -> bool:
+    if domain == C.ANY_VALUE or t.numel() == 0:
+        return True
+    if special_values and t.is_floating_point():
+        return True
+    if t.dtype is torch.bool:
+        return domain not in (C.NONZERO, C.POSITIVE) or bool(t.all())
+    integral = not t.is_floating_point()
+    checks = {
+        C.POSITIVE: lambda: (t > 0).all(),
+        C.NONNEG: lambda: (t >= 0).all(),
+        C.NONZERO: lambda: (t != 0).all(),
+        C.UNIT: lambda: (t.abs() <= 1).all(),
+        C.GT_NEG1: lambda: (t > -1).all(),
+        C.EXPONENT: lambda: ((t >= 0) & (t <= 3)).all() if integral else (t.abs() <= 3).all(),
+        C.BASE: lambda: (t.abs() <= 4).all() if integral else ((t > 0) & (t <= 4)).all(),
+    }
+    return bool(checks[domain]())
+
+
+# --- operands ------------------------------------------------------------------------------------
+
+
+def broadcasts_with(shape, other) -> bool:
+    try:
+        out = torch.broadcast_shapes(tuple(shape), tuple(other))
+    except RuntimeError:
+        return False
+    return math.prod(out) <= 2048
+
+
+def broadcasts_into(shape, target) -> bool:
+    try:
+        return tuple(torch.broadcast_shapes(tuple(shape), tuple(target))) == tuple(target)
+    except RuntimeError:
+        return False
+
+
+def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Value | None = None,
+            into: bool = False, target: bool = False, metadata: bool = False) -> Value:
+    """Pick an operand: an existing value that fits, or (last choice) a new input or constant.
+
+    ``like``: the first operand, which this one must broadcast with (``into``: broadcast *into*
+    its shape, as in-place ops require). ``target``: the operand an in-place op writes to.
+    """
+    b = ctx.builder
+
+    def fits(v: Value) -> bool:
+        t = v.tensor
+        if t.dtype not in dtypes_ok or not in_domain(t, domain, ctx.special_values):
+            return False
+        if target and not writable(v, metadata=metadata):
+            return False
+        if like is not None:
+            ok = broadcasts_into if into else broadcasts_with
+            return ok(t.shape, like.tensor.shape)
+        return True
+
+    candidates = [v for v in b.values if fits(v)]
+    choice = draw(integers(0, len(candidates)))
+    if choice < len(candidates):
+        return candidates[choice]
+    return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target)
+
+
+def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target) -> Value:
+    b = ctx.builder
+    kinds = []
+    if len(b.recipes) < ctx.max_inputs:
+        kinds.append("input")
+    if ctx.constants and not target:
+        kinds.append(CONSTANT)
+    if not kinds:
+        raise StepRejected("no room for another input and constants are off")
+    kind = choose(draw, kinds)
+    if like is not None and flag(draw) is False:
+        dtype = like.tensor.dtype  # same dtype first: mixing is the exception
+    else:
+        dtype = draw(ctx.dtypes)
+    if dtype not in dtypes_ok:
+        raise StepRejected(f"{dtype} not supported here")
+    if like is None:
+        shape = draw(ctx.shapes)
+    elif into:
+        shape = _shapes_broadcasting_into(draw, tuple(like.tensor.shape))
+    else:
+        shape = draw(_broadcastable(tuple(like.tensor.shape)))
+    if math.prod(shape) > 2048:
+        raise StepRejected("leaf too large")
+    tensor, base, layout = tensor_with_layout(
+        draw, dtype, shape, domain, special_values=ctx.special_values,
+        noncontiguous=ctx.noncontiguous and kind == "input")
+    if kind == "input":
+        return b.add_input(base, layout)
+    return b.add_constant(tensor)
+
+
+def _shapes_broadcasting_into(draw, shape):
+    dropped = draw(integers(0, len(shape)))
+    return tuple(1 if flag(draw) else n for n in shape[dropped:])
+
+
+# --- rules for non-operand kinds ----------------------------------------------------------------
+
+
+def _dim(draw, rank, *, extra=0):
+    """A dim index valid for ``rank + extra`` positions, negative about a third of the time."""
+    n = max(rank + extra, 1)
+    d = draw(integers(0, n - 1))
+    return d - n if draw(integers(0, 2)) == 2 else d
+
+
+def rule_scalar(draw, ctx, like, domain, *, inplace=False):
+    value = draw(scalars(like.tensor.dtype, domain, special_values=ctx.special_values))
+    if inplace and not like.tensor.is_floating_point() and isinstance(value, float):
+        raise StepRejected("a float scalar cannot be written into an integer tensor")
+    return value
+
+
+_RESHAPE_MOVES = ("same", "flatten", "merge", "split", "unsqueeze", "squeeze")
+
+
+def rule_shape(draw, t):
+    shape = list(t.shape)
+    move = choose(draw, _RESHAPE_MOVES)
+    if move == "flatten":
+        shape = [t.numel()]
+    elif move == "merge" and len(shape) >= 2:
+        i = draw(integers(0, len(shape) - 2))
+        shape[i:i + 2] = [shape[i] * shape[i + 1]]
+    elif move == "split" and shape:
+        i = draw(integers(0, len(shape) - 1))
+        divisors = [d for d in range(1, shape[i] + 1) if shape[i] % d == 0] or [1]
+        d = choose(draw, divisors)
+        shape[i:i + 1] = [d, shape[i] // d] if shape[i] else [0, 1]
+    elif move == "unsqueeze":
+        shape.insert(draw(integers(0, len(shape))), 1)
+    elif move == "squeeze" and 1 in shape:
+        shape.remove(1)
+    if shape and t.numel() and flag(draw):
+        shape[draw(integers(0, len(shape) - 1))] = -1
+    return [shape]
+
+
+def rule_expand_shape(draw, t):
+    shape = [n if n != 1 or flag(draw) else draw(integers(1, 3)) for n in t.shape]
+    shape = [-1 if draw(integers(0, 3)) == 0 else n for n in shape]
+    lead = [draw(integers(1, 3)) for _ in range(draw(integers(0, 2)))]
+    return [lead + shape]
+
+
+def rule_slice(draw, t):
+    rank = t.dim()
+    if rank == 0:
+        raise StepRejected("slice needs a dimension")
+    dim = _dim(draw, rank)
+    n = t.shape[dim]
+    start = draw(integers(-n - 1, n + 1))
+    end = sys.maxsize if draw(integers(0, 3)) == 3 else draw(integers(-n - 1, n + 2))  # traced graphs say INT64_MAX
+    step = draw(integers(1, 3))
+    return [dim, start, end, step]
+
+
+def rule_select(draw, t):
+    dims = [d for d, n in enumerate(t.shape) if n > 0]
+    if not dims:
+        raise StepRejected("select needs a non-empty dimension")
+    dim = choose(draw, dims)
+    n = t.shape[dim]
+    index = draw(integers(-n, n - 1))
+    return [dim - t.dim() if flag(draw) else dim, index]
+
+
+def rule_flatten(draw, t):
+    rank = max(t.dim(), 1)
+    start = draw(integers(0, rank - 1))
+    end = draw(integers(start, rank - 1))
+    return [start, end - rank if flag(draw) else end]
+
+
+def rule_strided(draw, t):
+    # Only over a tensor that owns its storage densely: then the result depends on values alone.
+    if not t.is_contiguous() or t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        raise StepRejected("as_strided is only drawn over densely owned storage")
+    n = t.numel()
+    size = [draw(integers(0, 4)) for _ in range(draw(integers(0, 3)))]
+    stride = [draw(integers(0, 4)) for _ in size]
+    extent = 1 + sum((s - 1) * st_ for s, st_ in zip(size, stride)) if all(size) else 0
+    if extent > n:
+        raise StepRejected("as_strided extent exceeds the storage")
+    offset = draw(integers(0, max(n - extent, 0))) if n else 0
+    return [size, stride, offset]
+
+
+def rule_diagonal(draw, t):
+    if t.dim() < 2:
+        raise StepRejected("diagonal needs two dimensions")
+    d1 = _dim(draw, t.dim())
+    d2 = _dim(draw, t.dim())
+    if d1 % t.dim() == d2 % t.dim():
+        raise StepRejected("diagonal needs two different dimensions")
+    return [draw(integers(-2, 2)), d1, d2]
+
+
+def rule_unfold(draw, t):
+    dim = _dim(draw, t.dim())
+    n = t.shape[dim] if t.dim() else 1
+    return [dim, draw(integers(1, max(n, 1))), draw(integers(1, 3))]
+
+
+def rule_dims(draw, t):
+    rank = t.dim()
+    if rank == 0:
+        return [choose(draw, ([0], [-1], []))]
+    picked = [d for d in range(rank) if flag(draw)]
+    return [[d - rank if flag(draw) else d for d in picked]]  # [] reduces every dim
+
+
+@functools.lru_cache(maxsize=16)
+def _permutations(rank):
+    return st.permutations(range(rank))
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcastable(shape):
+    return broadcastable_shapes(shape, max_side=4)
+
+
+def rule_perm(draw, t):
+    return [list(draw(_permutations(t.dim())))]
+
+
+def rule_squeezable_dim(draw, t):
+    ones = [d for d, n in enumerate(t.shape) if n == 1]
+    if ones and flag(draw) is False:
+        return [choose(draw, ones)]
+    return [_dim(draw, t.dim())]
+
+
+SHAPE_RULES = {
+    C.SHAPE: rule_shape,
+    C.EXPAND_SHAPE: rule_expand_shape,
+    C.PERM: rule_perm,
+    C.SLICE: rule_slice,
+    C.SELECT: rule_select,
+    C.FLATTEN: rule_flatten,
+    C.STRIDED: rule_strided,
+    C.DIAGONAL: rule_diagonal,
+    C.UNFOLD: rule_unfold,
+    C.DIMS: rule_dims,
+    C.SQUEEZABLE_DIM: rule_squeezable_dim,
+    C.DIM: lambda draw, t: [_dim(draw, t.dim())],
+    C.DIM_INSERT: lambda draw, t: [_dim(draw, t.dim(), extra=1)],
+    C.KEEPDIM: lambda draw, t: [flag(draw)],
+}
+
+
+# --- a whole call ----------------------------------------------------------------------------------
+
+
+def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
+    """Draw ``(args, kwargs)`` for ``spec``: Values for operands, literals for everything else."""
+    inplace = spec.category == C.INPLACE
+    first_kind = spec.args[0]
+    if first_kind == C.TENSORS:
+        return _cat_args(draw, ctx, spec)
+    first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
+    first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
+                    metadata=spec.mutates_metadata)
+    # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
+    args: list = [first]
+    like = first
+    for position, kind in enumerate(spec.args[1:], start=1):
+        domain = spec.domain_of(position)
+        if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR and draw(integers(0, 3)) != 3):
+            ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
+            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
+            args.append(v)
+            if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
+                like = v
+        elif kind in (C.SCALAR, C.TENSOR_OR_SCALAR):
+            args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace))
+        else:
+            args.extend(SHAPE_RULES[kind](draw, first.tensor))
+    kwargs = {}
+    for kw in spec.kwargs:
+        if not kw.required and flag(draw) is False:
+            continue
+        if kw.values == C.SCALAR:
+            kwargs[kw.name] = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace)
+        elif kw.values == C.DTYPE:
+            kwargs[kw.name] = draw(ctx.dtypes)
+        else:
+            kwargs[kw.name] = choose(draw, kw.values)
+    return tuple(args), kwargs
+
+
+def _cat_args(draw, ctx, spec):
+    first = operand(draw, ctx, dtypes_ok=spec.dtypes)
+    t = first.tensor
+    if t.dim() == 0:
+        raise StepRejected("cat needs at least one dimension")
+    dim = _dim(draw, t.dim())
+    d = dim % t.dim()
+
+    def same_but_dim(v):
+        s = v.tensor.shape
+        return v.tensor.dim() == t.dim() and all(a == b for i, (a, b) in enumerate(zip(s, t.shape)) if i != d)
+
+    others = []
+    for _ in range(draw(integers(0, 2))):
+        candidates = [v for v in ctx.builder.values if same_but_dim(v) and v.tensor.dtype in spec.dtypes]
+        others.append(choose(draw, candidates))
+    return ([first, *others], dim), {}

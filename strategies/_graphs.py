@@ -1,0 +1,274 @@
+"""``graphs()``: Hypothesis strategy for ATen-level FX graphs with example inputs.
+
+How it draws (and so how it shrinks): the graph is a sequence of steps, each one drawn as its own
+unit after a "one more?" flag; a step is an op from the catalog whose operands are picked from the
+values built so far (earliest first), a duplicate of an earlier node, or a grad-mode region.
+Shrinking deletes steps, moves operand choices towards the first input, and moves ops towards the
+first row of their category, so a failing graph shrinks to a handful of nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+from hypothesis import reject
+from hypothesis import strategies as st
+
+from . import _catalog as C
+from ._args import DrawContext, call_args
+from ._builder import GraphBuilder, StepRejected, storage_key
+from ._draws import choose, flag, integers
+from ._errors import InvalidArgument
+from ._features import FEATURES, graph_features
+from ._meta import attach_fake_meta
+from ._ops import OPS
+from ._tensors import check_dtype, dtypes as _dtypes, shapes as _shapes, tensor_with_layout
+from ._validation import check_bool, check_int_range, check_size_pair, check_strategy
+
+# Step kinds and their weights (repetition = weight). The first entry is what steps shrink to.
+_STEP_WEIGHTS = ((C.POINTWISE, 6), (C.VIEW, 2), (C.REDUCTION, 1), (C.OTHER, 1), ("duplicate", 1),
+                 (C.INPLACE, 3), ("grad-region", 1))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class GraphCase:
+    """A drawn graph: ``gm`` over ``torch.ops.aten`` overloads, its inputs, and its measured features.
+
+    ``example_inputs`` are never run by the strategy; ``fresh_inputs()`` gives identical copies
+    (same values, strides and storage offset) for every further run, since a graph may mutate them.
+    """
+
+    gm: fx.GraphModule
+    example_inputs: tuple
+    features: frozenset
+    recipes: tuple = field(default=())
+
+    def fresh_inputs(self) -> tuple:
+        """New tensors equal to ``example_inputs`` in values, shape, strides and storage layout."""
+        return tuple(layout.apply(base.clone()) for base, layout in self.recipes)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{_describe(t)}" for t in self.example_inputs)
+        code = self.gm.code.strip()
+        return f"GraphCase(features={sorted(self.features)}, inputs=[{ins}])\n{code}"
+
+
+def _describe(t: torch.Tensor) -> str:
+    dt = str(t.dtype).replace("torch.", "")
+    extra = "" if t.is_contiguous() else f" stride={t.stride()}"
+    return f"{dt}{list(t.shape)}{extra}"
+
+
+@dataclass(frozen=True)
+class _Config:
+    rows: tuple
+    dtypes: st.SearchStrategy
+    shapes: st.SearchStrategy
+    min_nodes: int
+    max_nodes: int
+    min_inputs: int
+    max_inputs: int
+    mutations: bool
+    special_values: bool
+    constants: bool
+
+    kinds: tuple = ()
+    region_kinds: tuple = ()
+    by_category: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
+                f"{self.min_inputs}..{self.max_inputs}, mutations={self.mutations}, "
+                f"special_values={self.special_values}, constants={self.constants}>")
+
+    def __post_init__(self):
+        object.__setattr__(self, "kinds", _step_kinds(self.rows, self.mutations, False))
+        object.__setattr__(self, "region_kinds", _step_kinds(self.rows, self.mutations, True))
+        object.__setattr__(self, "by_category", {c: tuple(r for r in self.rows if r.category == c)
+                                                 for c in C.CATEGORIES})
+
+
+def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> tuple:
+    present = {row.category for row in rows}
+    kinds = []
+    for kind, weight in _STEP_WEIGHTS:
+        if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region):
+            kinds.extend([kind] * weight)
+    return tuple(kinds)
+
+
+
+def _resolve_ops(ops, views: bool, mutations: bool) -> tuple:
+    by_name = {row.name: row for row in OPS}
+    by_name.update({row.name.removeprefix("aten."): row for row in OPS})
+    by_overload = {row.overload: row for row in OPS}
+    if ops is None:
+        return tuple(row for row in OPS if (views or row.category != C.VIEW)
+                     and (mutations or row.category != C.INPLACE))
+    if isinstance(ops, (str, C.OpSpec)) or not hasattr(ops, "__iter__"):
+        raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
+    rows = []
+    for item in ops:
+        row = item if isinstance(item, C.OpSpec) else by_overload.get(item) if not isinstance(item, str) else by_name.get(item)
+        if row is None:
+            raise InvalidArgument(
+                f"ops={list(ops)!r}: {item!r} is not in the op catalog; pass rows of strategies.OPS, "
+                f"their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor')"
+            )
+        if row.category == C.INPLACE and not mutations:
+            raise InvalidArgument(f"ops contains the in-place op {row.name}, which needs mutations=True")
+        if row.category == C.VIEW and not views:
+            raise InvalidArgument(f"ops contains the view op {row.name}, but views=False")
+        rows.append(row)
+    if not rows:
+        raise InvalidArgument(f"ops={ops!r} is empty; pass at least one op or leave ops=None")
+    return tuple(dict.fromkeys(rows))
+
+
+def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
+           max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
+           constants: bool = True) -> st.SearchStrategy:
+    """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
+
+    Args:
+        ops: catalog rows, OpOverloads or names to draw from (default: the whole catalog, less
+            views when ``views=False`` and less in-place ops unless ``mutations=True``).
+        dtypes: strategy of input dtypes (default ``strategies.dtypes()``).
+        min_nodes, max_nodes: bounds on the number of op nodes (grad-mode markers not counted).
+        min_inputs, max_inputs: bounds on the number of placeholders.
+        views: draw view ops. mutations: draw in-place ops, input mutation, writes through views,
+            metadata mutation and ``_set_grad_enabled`` regions. special_values: inputs may hold
+            NaN, +-inf, -0.0, subnormals, huge and tiny values. constants: draw get_attr buffers.
+
+    Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
+    deleting steps and moving operands towards the first input and ops towards simpler ones.
+
+    >>> from hypothesis import given
+    >>> @given(graphs(max_nodes=4))
+    ... def test_runs(case):
+    ...     case.gm(*case.fresh_inputs())
+    >>> test_runs()
+    """
+    check_size_pair(min_nodes, max_nodes, "min_nodes", "max_nodes")
+    if max_nodes > 64:
+        raise InvalidArgument(f"max_nodes={max_nodes!r} must be at most 64 (shrinking and speed suffer)")
+    check_size_pair(min_inputs, max_inputs, "min_inputs", "max_inputs")
+    check_int_range(max_inputs, "max_inputs", min_value=1)
+    for name, flag in (("views", views), ("mutations", mutations), ("special_values", special_values),
+                       ("constants", constants)):
+        check_bool(flag, name)
+    if dtypes is None:
+        dtypes = _dtypes()
+    check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
+    rows = _resolve_ops(ops, views, mutations)
+    cfg = _Config(rows, dtypes.map(_checked_dtype), _shapes(max_dims=3, max_side=4), min_nodes,
+                  max_nodes, min_inputs, max_inputs, mutations, special_values, constants)
+    return _graph_cases(cfg)
+
+
+def _checked_dtype(dtype):
+    check_dtype(dtype, "dtypes")
+    return dtype
+
+
+@st.composite
+def _graph_cases(draw, cfg: _Config) -> GraphCase:
+    grad_mode = torch.is_grad_enabled()
+    try:
+        builder = GraphBuilder(special_values=cfg.special_values)
+        ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values)
+        for _ in range(cfg.min_inputs):
+            dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
+            _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
+            builder.add_input(base, layout)
+        # The step count is drawn first (so big graphs are common) and each step is its own span
+        # (so the shrinker can delete or simplify steps one at a time).
+        for _ in range(draw(integers(cfg.min_nodes, cfg.max_nodes))):
+            draw(_step(ctx, cfg))
+        for _ in range(2 * cfg.min_nodes):  # rejected steps may leave the graph short
+            if builder.n_calls >= cfg.min_nodes:
+                break
+            _do_step(draw, ctx, cfg)
+        if builder.n_calls < cfg.min_nodes:
+            reject()
+        draw(_outputs(builder))
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+    gm = builder.graph_module()
+    gm.graph.lint()
+    case = GraphCase(gm, (), frozenset(), tuple(builder.recipes))
+    attach_fake_meta(gm, case.fresh_inputs())
+    features = graph_features(gm, case.fresh_inputs())
+    return GraphCase(gm, case.fresh_inputs(), features, case.recipes)
+
+
+@st.composite
+def _step(draw, ctx: DrawContext, cfg: _Config) -> None:
+    _do_step(draw, ctx, cfg)
+
+
+def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> None:
+    b = ctx.builder
+    if b.n_calls >= cfg.max_nodes:
+        return
+    kind = choose(draw, cfg.region_kinds if in_region else cfg.kinds)
+    if kind == "grad-region":
+        b.set_grad(False)
+        for _ in range(draw(integers(1, 3))):
+            _do_step(draw, ctx, cfg, in_region=True)
+        b.set_grad(True)
+        return
+    try:
+        if kind == "duplicate":
+            _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
+            return
+        spec = choose(draw, cfg.by_category[kind])
+        args, kwargs = call_args(draw, ctx, spec)
+        value = b.call(spec, spec.overload, args, kwargs)
+        if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
+            _read_after_write(draw, b, value)
+    except StepRejected:
+        pass
+
+
+def _read_after_write(draw, b: GraphBuilder, written) -> None:
+    """Read the storage just written: re-emit a pure expression that read it before the write (it
+    now computes something else, the bait for CSE across a write), or clone another alias of it."""
+    key = storage_key(written.tensor)
+    if key is None:
+        return
+    readers = [v for v in b.values if v.call is not None and v.pure
+               and any(storage_key(o.tensor) == key for o in v.operands)]
+    aliases = [v for v in b.values if v is not written and storage_key(v.tensor) == key]
+    if readers and (not aliases or flag(draw)):
+        _duplicate(draw, b, readers)
+    elif aliases:
+        b.call(None, torch.ops.aten.clone.default, (choose(draw, aliases),), {})
+
+
+def _duplicate(draw, b: GraphBuilder, candidates: list) -> None:
+    if not candidates:
+        raise StepRejected("nothing to duplicate")
+    original = choose(draw, candidates)
+    spec, args, kwargs = original.call
+    b.call(spec, original.node.target, args, kwargs)
+
+
+@st.composite
+def _outputs(draw, b: GraphBuilder) -> None:
+    calls = [v for v in b.values if v.call is not None]
+    placeholders = [v for v in b.values if v.node.op == "placeholder"]
+    if not calls and not placeholders:
+        reject()
+    outs = [calls[-1]] if calls else [placeholders[0]]
+    for v in calls[:-1]:
+        if v.pure and not v.node.users and not flag(draw):  # False (shrunk) = an output
+            outs.append(v)
+    if placeholders and draw(integers(0, 3)) == 3:
+        outs.append(choose(draw, placeholders))
+    b.output(list(dict.fromkeys(outs)))
+
+
+__all__ = ["FEATURES", "GraphCase", "graphs"]

@@ -1,0 +1,165 @@
+"""OPS: the op catalog, one literal row per ATen overload the strategies draw.
+
+Every row is checked against eager torch by tests/test_catalog.py (each dtype it lists really runs);
+the builder reads nothing about an op that is not in its row.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._catalog import (
+    ANY, ANY_VALUE, BASE, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE, EXPAND_SHAPE, EXPONENT, FLATTEN,
+    FLOAT, GT_NEG1, INPLACE, INTEGRAL, KEEPDIM, MASK, NONNEG, NONZERO, NUMERIC, OTHER, PERM,
+    POINTWISE, POSITIVE, REDUCTION, SCALAR, SELECT, SHAPE, SLICE, SQUEEZABLE_DIM, STRIDED, TENSOR,
+    TENSOR_OR_SCALAR, TENSORS, UNFOLD, UNIT, VIEW, Kwarg, OpSpec,
+)
+
+aten = torch.ops.aten
+
+T, TS, S = TENSOR, TENSOR_OR_SCALAR, SCALAR
+ALPHA = Kwarg("alpha", SCALAR)
+FLOAT_OUT = ANY  # unary math that promotes integers and bools to the default float dtype
+
+OPS: tuple[OpSpec, ...] = (
+    # ---- pointwise, unary ---------------------------------------------------------------------
+    OpSpec(aten.abs.default, POINTWISE, (T,), NUMERIC),
+    OpSpec(aten.neg.default, POINTWISE, (T,), NUMERIC),  # bool negation raises
+    OpSpec(aten.exp.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.exp2.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.expm1.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.log.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
+    OpSpec(aten.log2.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
+    OpSpec(aten.log1p.default, POINTWISE, (T,), FLOAT_OUT, (GT_NEG1,)),
+    OpSpec(aten.sqrt.default, POINTWISE, (T,), FLOAT_OUT, (NONNEG,)),
+    OpSpec(aten.rsqrt.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
+    OpSpec(aten.reciprocal.default, POINTWISE, (T,), FLOAT_OUT, (NONZERO,)),
+    OpSpec(aten.sin.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.cos.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.tanh.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.atan.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.asin.default, POINTWISE, (T,), FLOAT_OUT, (UNIT,)),
+    OpSpec(aten.sigmoid.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.erf.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.gelu.default, POINTWISE, (T,), FLOAT, kwargs=(Kwarg("approximate", ("none", "tanh")),)),
+    OpSpec(aten.silu.default, POINTWISE, (T,), FLOAT),
+    OpSpec(aten.relu.default, POINTWISE, (T,), NUMERIC),
+    OpSpec(aten.floor.default, POINTWISE, (T,), NUMERIC),  # identity on integers
+    OpSpec(aten.ceil.default, POINTWISE, (T,), NUMERIC),
+    OpSpec(aten.round.default, POINTWISE, (T,), NUMERIC),  # half to even
+    OpSpec(aten.trunc.default, POINTWISE, (T,), NUMERIC),
+    OpSpec(aten.frac.default, POINTWISE, (T,), FLOAT),
+    OpSpec(aten.sign.default, POINTWISE, (T,), ANY),
+    OpSpec(aten.isnan.default, POINTWISE, (T,), ANY),
+    OpSpec(aten.logical_not.default, POINTWISE, (T,), ANY),
+    OpSpec(aten.bitwise_not.default, POINTWISE, (T,), INTEGRAL),
+    # ---- pointwise, binary arithmetic -----------------------------------------------------------
+    OpSpec(aten.add.Tensor, POINTWISE, (T, TS), ANY, kwargs=(ALPHA,)),
+    OpSpec(aten.add.Scalar, POINTWISE, (T, S), ANY, kwargs=(ALPHA,)),
+    OpSpec(aten.sub.Tensor, POINTWISE, (T, TS), NUMERIC, kwargs=(ALPHA,)),  # bool - bool raises
+    OpSpec(aten.sub.Scalar, POINTWISE, (T, S), NUMERIC, kwargs=(ALPHA,)),
+    OpSpec(aten.rsub.Scalar, POINTWISE, (T, S), NUMERIC, kwargs=(ALPHA,)),
+    OpSpec(aten.mul.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.mul.Scalar, POINTWISE, (T, S), ANY),
+    OpSpec(aten.div.Tensor, POINTWISE, (T, TS), ANY, (NONZERO, NONZERO)),  # true division
+    OpSpec(aten.div.Tensor_mode, POINTWISE, (T, TS), NUMERIC, (NONZERO, NONZERO),
+           kwargs=(Kwarg("rounding_mode", (None, "trunc", "floor"), required=True),)),
+    OpSpec(aten.div.Scalar, POINTWISE, (T, S), ANY, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.floor_divide.default, POINTWISE, (T, TS), NUMERIC, (NONZERO, NONZERO)),
+    OpSpec(aten.remainder.Tensor, POINTWISE, (T, TS), NUMERIC, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.remainder.Scalar, POINTWISE, (T, S), NUMERIC, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.fmod.Tensor, POINTWISE, (T, TS), NUMERIC, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.fmod.Scalar, POINTWISE, (T, S), NUMERIC, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.pow.Tensor_Tensor, POINTWISE, (T, T), NUMERIC, (BASE, EXPONENT)),
+    OpSpec(aten.pow.Tensor_Scalar, POINTWISE, (T, S), NUMERIC, (BASE, EXPONENT)),
+    OpSpec(aten.maximum.default, POINTWISE, (T, T), ANY),  # propagates NaN
+    OpSpec(aten.minimum.default, POINTWISE, (T, T), ANY),
+    OpSpec(aten.atan2.default, POINTWISE, (T, T), FLOAT),
+    OpSpec(aten.hypot.default, POINTWISE, (T, T), FLOAT),
+    OpSpec(aten.copysign.Tensor, POINTWISE, (T, T), FLOAT),
+    OpSpec(aten.lerp.Scalar, POINTWISE, (T, T, S), FLOAT),
+    # ---- pointwise, comparisons and logic (results are bool) ---------------------------------------
+    OpSpec(aten.eq.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.eq.Scalar, POINTWISE, (T, S), ANY),
+    OpSpec(aten.ne.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.lt.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.le.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.gt.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.ge.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.gt.Scalar, POINTWISE, (T, S), ANY),
+    OpSpec(aten.logical_and.default, POINTWISE, (T, T), ANY),
+    OpSpec(aten.logical_or.default, POINTWISE, (T, T), ANY),
+    OpSpec(aten.logical_xor.default, POINTWISE, (T, T), ANY),
+    OpSpec(aten.bitwise_and.Tensor, POINTWISE, (T, T), INTEGRAL),
+    OpSpec(aten.bitwise_or.Tensor, POINTWISE, (T, T), INTEGRAL),
+    OpSpec(aten.bitwise_xor.Tensor, POINTWISE, (T, T), INTEGRAL),
+    # ---- pointwise, selection and clamping ------------------------------------------------------
+    OpSpec(aten.where.self, POINTWISE, (MASK, T, T), ANY),
+    OpSpec(aten.masked_fill.Scalar, POINTWISE, (T, MASK, S), ANY),
+    OpSpec(aten.clamp.default, POINTWISE, (T, S, S), NUMERIC),  # scalar bounds; min > max gives max
+    OpSpec(aten.clamp.Tensor, POINTWISE, (T, T, T), NUMERIC),  # tensor bounds
+    OpSpec(aten.clamp_min.default, POINTWISE, (T, S), NUMERIC),
+    OpSpec(aten.clamp_max.default, POINTWISE, (T, S), NUMERIC),
+    OpSpec(aten._to_copy.default, POINTWISE, (T,), ANY, kwargs=(Kwarg("dtype", DTYPE, required=True),)),
+    # ---- views ----------------------------------------------------------------------------------
+    OpSpec(aten.view.default, VIEW, (T, SHAPE), ANY),  # needs view-compatible strides
+    OpSpec(aten.reshape.default, VIEW, (T, SHAPE), ANY),  # a view when it can be, else a copy
+    OpSpec(aten.permute.default, VIEW, (T, PERM), ANY),
+    OpSpec(aten.transpose.int, VIEW, (T, DIM, DIM), ANY),
+    OpSpec(aten.t.default, VIEW, (T,), ANY),  # rank <= 2 only
+    OpSpec(aten.expand.default, VIEW, (T, EXPAND_SHAPE), ANY),  # stride-0 result
+    OpSpec(aten.squeeze.dim, VIEW, (T, SQUEEZABLE_DIM), ANY),
+    OpSpec(aten.squeeze.default, VIEW, (T,), ANY),
+    OpSpec(aten.unsqueeze.default, VIEW, (T, DIM_INSERT), ANY),
+    OpSpec(aten.slice.Tensor, VIEW, (T, SLICE), ANY),
+    OpSpec(aten.select.int, VIEW, (T, SELECT), ANY),
+    OpSpec(aten.flatten.using_ints, VIEW, (T, FLATTEN), ANY),
+    OpSpec(aten.alias.default, VIEW, (T,), ANY),
+    OpSpec(aten.as_strided.default, VIEW, (T, STRIDED), ANY),
+    OpSpec(aten.diagonal.default, VIEW, (T, DIAGONAL), ANY),
+    OpSpec(aten.unfold.default, VIEW, (T, UNFOLD), ANY),
+    # ---- reductions -----------------------------------------------------------------------------
+    OpSpec(aten.sum.dim_IntList, REDUCTION, (T, DIMS, KEEPDIM), ANY),
+    OpSpec(aten.sum.default, REDUCTION, (T,), ANY),
+    OpSpec(aten.mean.dim, REDUCTION, (T, DIMS, KEEPDIM), FLOAT),
+    OpSpec(aten.amax.default, REDUCTION, (T, DIMS, KEEPDIM), ANY),  # empty reduced dim raises
+    OpSpec(aten.amin.default, REDUCTION, (T, DIMS, KEEPDIM), ANY),
+    OpSpec(aten.prod.dim_int, REDUCTION, (T, DIM, KEEPDIM), ANY),
+    OpSpec(aten.argmax.default, REDUCTION, (T, DIM, KEEPDIM), NUMERIC),
+    OpSpec(aten.any.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
+    # ---- other ----------------------------------------------------------------------------------
+    OpSpec(aten.clone.default, OTHER, (T,), ANY),
+    OpSpec(aten.cat.default, OTHER, (TENSORS,), ANY),
+    OpSpec(aten.zeros_like.default, OTHER, (T,), ANY),
+    OpSpec(aten.full_like.default, OTHER, (T, S), ANY),
+    # ---- in-place: the result is written into the first operand, which is returned --------------
+    OpSpec(aten.add_.Tensor, INPLACE, (T, TS), ANY, kwargs=(ALPHA,)),
+    OpSpec(aten.add_.Scalar, INPLACE, (T, S), ANY),
+    OpSpec(aten.sub_.Tensor, INPLACE, (T, TS), NUMERIC, kwargs=(ALPHA,)),
+    OpSpec(aten.mul_.Tensor, INPLACE, (T, TS), ANY),
+    OpSpec(aten.mul_.Scalar, INPLACE, (T, S), ANY),
+    OpSpec(aten.div_.Tensor, INPLACE, (T, TS), FLOAT, (NONZERO, NONZERO)),  # ints cannot hold it
+    OpSpec(aten.div_.Tensor_mode, INPLACE, (T, TS), NUMERIC, (NONZERO, NONZERO),
+           kwargs=(Kwarg("rounding_mode", ("trunc", "floor"), required=True),)),
+    OpSpec(aten.neg_.default, INPLACE, (T,), NUMERIC),
+    OpSpec(aten.abs_.default, INPLACE, (T,), NUMERIC),
+    OpSpec(aten.exp_.default, INPLACE, (T,), FLOAT),
+    OpSpec(aten.sqrt_.default, INPLACE, (T,), FLOAT, (NONNEG,)),
+    OpSpec(aten.relu_.default, INPLACE, (T,), NUMERIC),
+    OpSpec(aten.sigmoid_.default, INPLACE, (T,), FLOAT),
+    OpSpec(aten.tanh_.default, INPLACE, (T,), FLOAT),
+    OpSpec(aten.clamp_.default, INPLACE, (T, S, S), NUMERIC),
+    OpSpec(aten.floor_.default, INPLACE, (T,), NUMERIC),
+    OpSpec(aten.ceil_.default, INPLACE, (T,), NUMERIC),
+    OpSpec(aten.pow_.Scalar, INPLACE, (T, S), NUMERIC, (BASE, EXPONENT)),
+    OpSpec(aten.masked_fill_.Scalar, INPLACE, (T, MASK, S), ANY),
+    OpSpec(aten.zero_.default, INPLACE, (T,), ANY),
+    OpSpec(aten.copy_.default, INPLACE, (T, T), ANY),  # src broadcasts to dst, any dtype casts
+    OpSpec(aten.fill_.Scalar, INPLACE, (T, S), ANY),
+    # ---- in-place metadata mutation: the first operand's shape and strides change ----------------
+    OpSpec(aten.transpose_.default, INPLACE, (T, DIM, DIM), ANY, mutates_metadata=True),
+    OpSpec(aten.t_.default, INPLACE, (T,), ANY, mutates_metadata=True),
+    OpSpec(aten.unsqueeze_.default, INPLACE, (T, DIM_INSERT), ANY, mutates_metadata=True),
+    OpSpec(aten.squeeze_.dim, INPLACE, (T, SQUEEZABLE_DIM), ANY, mutates_metadata=True),
+    OpSpec(aten.as_strided_.default, INPLACE, (T, STRIDED), ANY, mutates_metadata=True),
+)

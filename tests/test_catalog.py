@@ -1,0 +1,69 @@
+"""The op catalog is a table of facts: complete for what the issue names, and true in eager torch."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from hypothesis import strategies as st
+
+from strategies import CATEGORIES, DOMAINS, OPS, graphs
+from strategies._catalog import ARG_KINDS, BOOL, MASK, TENSORS, Kwarg
+from tests._debug import find_any
+
+aten = torch.ops.aten
+NAMES = {row.name for row in OPS}
+
+
+def test_rows_are_unique_and_well_formed():
+    assert len(NAMES) == len(OPS)
+    for row in OPS:
+        assert isinstance(row.overload, torch._ops.OpOverload)
+        assert row.category in CATEGORIES
+        assert set(row.args) <= ARG_KINDS, row
+        assert set(row.domain) <= set(DOMAINS), row
+        assert row.dtypes, row
+        assert all(isinstance(k, Kwarg) for k in row.kwargs)
+        schema_names = {a.name for a in row.overload._schema.arguments}
+        assert {k.name for k in row.kwargs} <= schema_names, row
+
+
+def test_catalog_covers_what_the_issue_names():
+    counts = collections.Counter(row.category for row in OPS)
+    assert counts["pointwise"] >= 45 and counts["view"] >= 12 and counts["reduction"] >= 4
+    data_inplace = [r for r in OPS if r.category == "inplace" and not r.mutates_metadata
+                    and r.overload not in (aten.copy_.default, aten.fill_.Scalar)]
+    assert len(data_inplace) >= 15
+    named = """abs neg exp log sqrt rsqrt reciprocal floor ceil round trunc sign erf tanh sigmoid gelu relu
+        add.Tensor sub.Tensor mul.Tensor div.Tensor div.Tensor_mode floor_divide remainder fmod pow.Tensor_Tensor
+        pow.Tensor_Scalar maximum minimum atan2 eq lt logical_and bitwise_and where clamp.default clamp.Tensor
+        _to_copy view reshape permute transpose t expand squeeze unsqueeze slice select flatten alias as_strided
+        sum mean amax amin clone copy_ fill_""".split()
+    for name in named:
+        assert any(n.removeprefix("aten.").startswith(name + ("" if "." in name else ".")) for n in NAMES), name
+    modes = {row.name: row for row in OPS}["aten.div.Tensor_mode"].kwargs[0].values
+    assert {None, "trunc", "floor"} <= set(modes)
+
+
+def _operand_dtype(row, node):
+    """The dtype of the operand whose dtype the row's ``dtypes`` describes (not a mask)."""
+    position = next(i for i, k in enumerate(row.args) if k != MASK)
+    arg = node.args[position][0] if row.args[position] == TENSORS else node.args[position]
+    return arg.meta["val"].dtype
+
+
+_CASES = [(row, dtype) for row in OPS for dtype in sorted(row.dtypes, key=str)]
+
+
+@pytest.mark.parametrize("row, dtype", _CASES, ids=[f"{r.name}-{str(d)[6:]}" for r, d in _CASES])
+def test_every_listed_dtype_really_runs(row, dtype):
+    """Each (op, dtype) the table lists is drawable, so it runs in eager (every node is run while drawn)."""
+    strategy = graphs(ops=[row], dtypes=st.sampled_from([dtype] + ([] if dtype in BOOL else [torch.bool])),
+                      mutations=row.category == "inplace", max_nodes=3)
+
+    def has_it(case):
+        return any(n.target is row.overload and _operand_dtype(row, n) is dtype for n in case.gm.graph.nodes
+                   if n.op == "call_function")
+
+    find_any(strategy, has_it, max_examples=600)

@@ -1,0 +1,191 @@
+"""Meta-tests of the graph strategies: reachability, validity of every draw, shrinking, validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx as fx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import strategies as S
+from strategies import FEATURES, OPS, InvalidArgument, graphs
+from strategies._features import MUTATION_FEATURES
+from tests._debug import find_any, minimal
+
+aten = torch.ops.aten
+
+
+def _calls(case):
+    return [n for n in case.gm.graph.nodes if n.op == "call_function"]
+
+
+def _targets(case):
+    return {n.target for n in _calls(case)}
+
+
+def _bits(t):
+    t = t.detach().contiguous()
+    if t.is_floating_point():
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t
+
+
+def _same(a, b):
+    return (a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+            and torch.equal(_bits(a), _bits(b)))
+
+
+# --- reachability --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", OPS, ids=lambda r: r.name)
+def test_every_catalog_op_is_reachable(row):
+    strategy = graphs(ops=[row], mutations=row.category == "inplace", max_nodes=4)
+    find_any(strategy, lambda case: row.overload in _targets(case), max_examples=500)
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_every_feature_is_reachable(feature):
+    strategy = graphs(mutations=feature in MUTATION_FEATURES, special_values=feature == "special-values")
+    find_any(strategy, lambda case: feature in case.features, max_examples=2000)
+
+
+# --- every draw is a valid, runnable, deterministic graph ----------------------------------------
+
+
+@settings(max_examples=500)
+@given(st.one_of(graphs(mutations=True), graphs(special_values=True), graphs(mutations=True, special_values=True)))
+def test_every_draw_lints_runs_and_is_deterministic(case):
+    case.gm.graph.lint()
+    for node in case.gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr") or (node.op == "call_function" and node.target is not torch._C._set_grad_enabled):
+            assert isinstance(node.meta.get("val"), torch.Tensor), f"meta['val'] missing on {node.format_node()}"
+    first_in, second_in = case.fresh_inputs(), case.fresh_inputs()
+    first, second = case.gm(*first_in), case.gm(*second_in)
+    assert len(first) == len(second)
+    for a, b in zip(first, second):
+        assert _same(a, b), "the graph is not deterministic"
+    for a, b in zip(first_in, second_in):
+        assert _same(a, b), "input mutation is not deterministic"
+    assert torch.is_grad_enabled()
+
+
+@given(graphs(mutations=True))
+def test_example_inputs_are_pristine_and_fresh_inputs_are_identical_copies(case):
+    for given_, fresh in zip(case.example_inputs, case.fresh_inputs()):
+        assert _same(given_, fresh)
+        assert given_.storage_offset() == fresh.storage_offset()
+        assert given_.untyped_storage().nbytes() == fresh.untyped_storage().nbytes()
+        if given_.numel():
+            assert given_.untyped_storage().data_ptr() != fresh.untyped_storage().data_ptr()
+
+
+@given(graphs(views=False, mutations=False))
+def test_disabled_kinds_never_appear(case):
+    assert not (case.features & (MUTATION_FEATURES | {"view"}))
+    for n in _calls(case):
+        assert not S._features.is_mutating(n.target)
+        assert not S._features.is_view(n.target)
+
+
+@given(graphs(ops=["aten.sub.Tensor", aten.mul.Tensor], mutations=False))
+def test_ops_argument_restricts_the_graph(case):
+    assert _targets(case) <= {aten.sub.Tensor, aten.mul.Tensor}
+
+
+@given(graphs(constants=False, max_inputs=2, min_inputs=2))
+def test_input_bounds_and_constants_flag(case):
+    assert len(case.example_inputs) == 2
+    assert "constant" not in case.features
+
+
+@given(graphs(min_nodes=5, max_nodes=5))
+def test_node_count_bounds(case):
+    assert len(_calls(case)) == 5
+
+
+# --- shrinking ------------------------------------------------------------------------------------
+
+
+def test_graph_containing_sub_shrinks_to_at_most_three_call_nodes():
+    def has_sub(case):
+        return any(getattr(n.target, "overloadpacket", None) is aten.sub for n in _calls(case))
+
+    case = minimal(graphs(), has_sub)
+    assert len(_calls(case)) <= 3, case
+
+
+# --- the features are measured, not guessed -------------------------------------------------------
+
+
+def _graph(build, inputs):
+    g = fx.Graph()
+    build(g)
+    return S.graph_features(fx.GraphModule(torch.nn.Module(), g), inputs)
+
+
+def test_view_mutation_feature_detects_a_write_through_a_view_read_later():
+    def build(g):
+        x = g.placeholder("x")
+        c = g.call_function(aten.clone.default, (x,))
+        v = g.call_function(aten.select.int, (c, 0, 0))
+        g.call_function(aten.add_.Tensor, (v, 1.0))
+        g.output((g.call_function(aten.mul.Tensor, (c, 2.0)),))
+
+    found = _graph(build, [torch.ones(2, 3)])
+    assert {"view-mutation", "inplace", "view", "scalar-arg"} <= found
+    assert "input-mutation" not in found
+
+
+def test_view_mutation_feature_needs_a_later_read_of_the_base():
+    def build(g):
+        x = g.placeholder("x")
+        c = g.call_function(aten.clone.default, (x,))
+        v = g.call_function(aten.select.int, (c, 0, 0))
+        g.output((g.call_function(aten.add_.Tensor, (v, 1.0)),))
+
+    assert "view-mutation" not in _graph(build, [torch.ones(2, 3)])
+
+
+def test_input_mutation_and_duplicate_features():
+    def build(g):
+        x = g.placeholder("x")
+        a = g.call_function(aten.exp.default, (x,))
+        b = g.call_function(aten.exp.default, (x,))
+        g.call_function(aten.mul_.Tensor, (x, 2.0))
+        g.output((a, b))
+
+    found = _graph(build, [torch.ones(3)])
+    assert {"input-mutation", "duplicate-subexpression", "multiple-outputs"} <= found
+    assert "inplace" not in found and "dead-code" not in found
+
+
+# --- argument validation -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, quoted",
+    [
+        (dict(min_nodes=-1), "min_nodes=-1"),
+        (dict(min_nodes=5, max_nodes=2), "min_nodes=5"),
+        (dict(max_nodes=1000), "max_nodes=1000"),
+        (dict(max_inputs=0, min_inputs=0), "max_inputs=0"),
+        (dict(ops=["aten.not_an_op.default"]), "'aten.not_an_op.default' is not in the op catalog"),
+        (dict(ops=[]), "ops=[] is empty"),
+        (dict(ops="aten.add.Tensor"), "ops='aten.add.Tensor' must be a list"),
+        (dict(ops=["aten.add_.Tensor"]), "needs mutations=True"),
+        (dict(ops=["aten.view.default"], views=False), "views=False"),
+        (dict(dtypes=[torch.float32]), "dtypes=[torch.float32] must be a Hypothesis strategy"),
+        (dict(mutations="yes"), "mutations='yes' must be True or False"),
+    ],
+)
+def test_bad_arguments_raise_invalid_argument_quoting_them(kwargs, quoted):
+    with pytest.raises(InvalidArgument, match=None) as info:
+        graphs(**kwargs)
+    assert quoted in str(info.value)
+
+
+def test_unsupported_dtype_is_reported_at_draw_time():
+    with pytest.raises(InvalidArgument, match="dtypes drew torch.complex64"):
+        find_any(graphs(dtypes=st.just(torch.complex64)), max_examples=5)
