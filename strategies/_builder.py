@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 from . import _catalog as C
 from ._tensors import Layout
@@ -48,9 +49,11 @@ class GraphBuilder:
     root: torch.nn.Module = field(default_factory=torch.nn.Module)
     values: list = field(default_factory=list)
     recipes: list = field(default_factory=list)  # (base, layout) per placeholder
+    fake_mode: object = None  # the shared FakeTensorMode that every meta['val'] belongs to
     n_calls: int = 0
     n_constants: int = 0
     _by_node: dict = field(default_factory=dict)
+    _meta_storage: dict = field(default_factory=dict)
 
     # --- leaves --------------------------------------------------------------------------------
     def add_input(self, base: torch.Tensor, layout: Layout) -> Value:
@@ -73,12 +76,29 @@ class GraphBuilder:
         return self._add(Value(node, tensor, CONSTANT))
 
     def _add(self, value: Value) -> Value:
+        value.node.meta["val"] = self.fake_of(value.tensor)
         self.values.append(value)
         self._by_node[value.node] = value
         return value
 
     def value_of(self, node: fx.Node) -> Value:
         return self._by_node[node]
+
+    def fake_of(self, t: torch.Tensor):
+        """A fake tensor with ``t``'s metadata right now, on the fake storage that stands for ``t``'s.
+
+        Read off the eager value instead of re-running the op under FakeTensorMode (that costs
+        ~80-300 us a node); fakes of aliasing tensors share one fake storage, so aliasing shows
+        in ``meta['val']`` the way passes look for it (``StorageWeakRef`` of the untyped storage).
+        """
+        key = storage_key(t)
+        base = self._meta_storage.get((key, t.dtype)) if key is not None else None
+        if base is None:
+            base = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device="meta")
+            if key is not None:
+                self._meta_storage[(key, t.dtype)] = base
+        view = base.as_strided(t.shape, t.stride(), t.storage_offset())
+        return FakeTensor(self.fake_mode, view, t.device)
 
     # --- calls ---------------------------------------------------------------------------------
     def call(self, spec: C.OpSpec | None, target, args: tuple, kwargs: dict) -> Value:

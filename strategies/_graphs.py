@@ -22,7 +22,7 @@ from ._builder import GraphBuilder, StepRejected, storage_key
 from ._draws import choose, flag, integers
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
-from ._meta import attach_fake_meta
+from ._meta import shared_fake_mode
 from ._ops import OPS
 from ._tensors import check_dtype, dtypes as _dtypes, shapes as _shapes, tensor_with_layout
 from ._validation import check_bool, check_int_range, check_size_pair, check_strategy
@@ -61,33 +61,23 @@ def _describe(t: torch.Tensor) -> str:
     return f"{dt}{list(t.shape)}{extra}"
 
 
-@dataclass(frozen=True)
 class _Config:
-    rows: tuple
-    dtypes: st.SearchStrategy
-    shapes: st.SearchStrategy
-    min_nodes: int
-    max_nodes: int
-    min_inputs: int
-    max_inputs: int
-    mutations: bool
-    special_values: bool
-    constants: bool
+    """The validated options of one ``graphs()`` call (a plain class, so its repr stays short)."""
 
-    kinds: tuple = ()
-    region_kinds: tuple = ()
-    by_category: dict = field(default_factory=dict)
+    def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
+                 mutations, special_values, constants):
+        self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.min_nodes, self.max_nodes = min_nodes, max_nodes
+        self.min_inputs, self.max_inputs = min_inputs, max_inputs
+        self.mutations, self.special_values, self.constants = mutations, special_values, constants
+        self.kinds = _step_kinds(rows, mutations, False)
+        self.region_kinds = _step_kinds(rows, mutations, True)
+        self.by_category = {c: tuple(r for r in rows if r.category == c) for c in C.CATEGORIES}
 
     def __repr__(self) -> str:
         return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
                 f"{self.min_inputs}..{self.max_inputs}, mutations={self.mutations}, "
                 f"special_values={self.special_values}, constants={self.constants}>")
-
-    def __post_init__(self):
-        object.__setattr__(self, "kinds", _step_kinds(self.rows, self.mutations, False))
-        object.__setattr__(self, "region_kinds", _step_kinds(self.rows, self.mutations, True))
-        object.__setattr__(self, "by_category", {c: tuple(r for r in self.rows if r.category == c)
-                                                 for c in C.CATEGORIES})
 
 
 def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> tuple:
@@ -163,8 +153,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
     rows = _resolve_ops(ops, views, mutations)
-    cfg = _Config(rows, dtypes.map(_checked_dtype), _shapes(max_dims=3, max_side=4), min_nodes,
-                  max_nodes, min_inputs, max_inputs, mutations, special_values, constants)
+    cfg = _Config(rows, dtypes.map(_checked_dtype), _shapes(max_dims=3, max_side=4), min_nodes=min_nodes,
+                  max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
+                  special_values=special_values, constants=constants)
     return _graph_cases(cfg)
 
 
@@ -177,7 +168,7 @@ def _checked_dtype(dtype):
 def _graph_cases(draw, cfg: _Config) -> GraphCase:
     grad_mode = torch.is_grad_enabled()
     try:
-        builder = GraphBuilder(special_values=cfg.special_values)
+        builder = GraphBuilder(special_values=cfg.special_values, fake_mode=shared_fake_mode())
         ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values)
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
@@ -199,7 +190,6 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     gm = builder.graph_module()
     gm.graph.lint()
     case = GraphCase(gm, (), frozenset(), tuple(builder.recipes))
-    attach_fake_meta(gm, case.fresh_inputs())
     features = graph_features(gm, case.fresh_inputs())
     return GraphCase(gm, case.fresh_inputs(), features, case.recipes)
 

@@ -1,10 +1,11 @@
 """Conformance of the generated IR itself: what every other suite module relies on.
 
 A pass is judged by running generated graphs, so the graphs must mean what they say under the
-installed torch: ``meta['val']`` (fake-tensor propagation) agrees with what eager really produced
-(shape, dtype, strides), the compiled ``forward`` agrees with ``fx.Interpreter``, and a graph run
-twice on identical inputs is bitwise identical, input mutations included. A failure here is a
-torch (or strategies) regression, and it would make every other verdict unreliable.
+installed torch: ``meta['val']`` agrees with what eager produces (shape, dtype, strides) and with
+what torch's own fake-tensor propagation derives (which shape-aware passes re-run), the compiled
+``forward`` agrees with ``fx.Interpreter``, and a graph run twice on identical inputs is bitwise
+identical, input mutations included. A failure here is a torch (or strategies) regression, and it
+would make every other verdict unreliable.
 """
 
 from __future__ import annotations
@@ -12,11 +13,22 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 from hypothesis import given
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from strategies import graphs
 
 
+def _significant_strides(shape, stride):
+    """Strides that can change what a tensor means: none for an empty tensor, and none of size-1 dims
+    (torch is free to pick those; eager and fake tensors do differ there)."""
+    if 0 in shape:
+        return ()
+    return tuple(st if n > 1 else None for n, st in zip(shape, stride))
+
+
 class _Eager(fx.Interpreter):
+    """Records each node's (shape, dtype, significant strides) as it runs, eagerly or under a fake mode."""
+
     def __init__(self, gm):
         super().__init__(gm)
         self.seen = {}
@@ -24,7 +36,7 @@ class _Eager(fx.Interpreter):
     def run_node(self, n):
         out = super().run_node(n)
         if isinstance(out, torch.Tensor):
-            self.seen[n] = (tuple(out.shape), out.dtype, out.stride())
+            self.seen[n] = (tuple(out.shape), out.dtype, _significant_strides(out.shape, out.stride()))
         return out
 
 
@@ -46,11 +58,30 @@ def test_meta_val_matches_eager(case):
     """meta['val'] of every node has the shape, dtype and strides eager produced at that node."""
     rec = _Eager(case.gm)
     rec.run(*case.fresh_inputs())
-    for node, (shape, dtype, stride) in rec.seen.items():
+    _assert_meta_matches(rec.seen)
+
+
+def _assert_meta_matches(seen):
+    for node, (shape, dtype, stride) in seen.items():
         val = node.meta.get("val")
         assert isinstance(val, torch.Tensor), f"meta['val']={val!r}, but should be a tensor [{node.format_node()}]"
-        got = (tuple(val.shape), val.dtype, val.stride())
+        got = (tuple(val.shape), val.dtype, _significant_strides(val.shape, val.stride()))
         assert got == (shape, dtype, stride), f"meta['val']={got}, but should be {(shape, dtype, stride)} [{node.format_node()}]"
+
+
+@given(graphs(mutations=True, special_values=True))
+def test_fake_tensor_propagation_matches_meta_val(case):
+    """torch's FakeTensorMode, re-running the graph, derives the same metadata as meta['val']."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    rec = _Eager(case.gm)
+    fakes = [mode.from_tensor(t) for t in case.fresh_inputs()]
+    grad = torch.is_grad_enabled()
+    try:
+        with mode:
+            rec.run(*fakes)
+    finally:
+        torch._C._set_grad_enabled(grad)
+    _assert_meta_matches(rec.seen)
 
 
 @given(graphs(mutations=True, special_values=True))

@@ -1,0 +1,56 @@
+"""How fast the strategies draw: GraphCases per second, metadata included (target: >= 150/s on one core).
+
+Run timed with ``make bench``; under ``make test`` (``--benchmark-disable``) each runs once as a smoke test.
+The figure is what a harness run experiences: Hypothesis' engine, the eager run of every node while
+drawing, ``meta['val']`` by fake-tensor propagation, and feature measurement.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+
+from strategies import graphs, shared_fake_mode
+
+N_CASES = 200
+SWEEP = {  # declared as data: name -> graphs() options
+    "default": dict(max_nodes=12),
+    "mutations": dict(max_nodes=12, mutations=True),
+    "special-values": dict(max_nodes=12, special_values=True),
+}
+
+
+def _draw_many(options: dict, n: int) -> dict:
+    stats = {"cases": 0, "nodes": 0}
+
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate], derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(graphs(**options))
+    def draw(case):
+        stats["cases"] += 1
+        stats["nodes"] += sum(node.op == "call_function" for node in case.gm.graph.nodes)
+
+    start = time.perf_counter()
+    draw()
+    stats["seconds"] = time.perf_counter() - start
+    return stats
+
+
+@pytest.mark.parametrize("name", SWEEP)
+def test_graph_cases_per_second(benchmark, name):
+    torch.set_num_threads(1)  # the target is per core
+    shared_fake_mode()  # the one-off import of the fake-tensor machinery is not a per-draw cost
+    result = {}
+
+    def run():
+        result.update(_draw_many(SWEEP[name], N_CASES))
+
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
+    assert result["cases"] == N_CASES
+    rate = result["cases"] / result["seconds"]
+    benchmark.extra_info.update(cases_per_second=round(rate, 1),
+                                mean_call_nodes=round(result["nodes"] / result["cases"], 2),
+                                cases_per_round=N_CASES)
