@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import subprocess
 import sys
 
 from .profiles import PROFILES
@@ -12,11 +13,10 @@ SUITE_DIR = pathlib.Path(__file__).resolve().parent / "suite"
 
 
 def _run(args) -> int:
-    import pytest
-
-    argv = [str(SUITE_DIR), "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}",
-            "--fx-summary", "-q", *args.pytest_args]
-    code = pytest.main(argv)
+    # A fresh interpreter, so pytest sees (and assertion-rewrites) the suite before anything imports it.
+    argv = [sys.executable, "-m", "pytest", str(SUITE_DIR), "-p", "no:cacheprovider",
+            f"--hypothesis-profile={args.profile}", "--fx-summary", "-q", *args.pytest_args]
+    code = subprocess.call(argv)
     return 0 if code == 0 else 1 if code == 1 else 2
 
 
