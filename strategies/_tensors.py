@@ -160,15 +160,18 @@ def _mirror(strategy, domain):
 def scalars(dtype: torch.dtype, domain: str = C.ANY_VALUE, *, special_values: bool = False) -> st.SearchStrategy:
     """A Python scalar operand for a tensor of ``dtype``: int for integer tensors, float for floats.
 
-    Integers sometimes stand in for floats (``x * 2``, as traced graphs write it) and bools for bools.
+    Integers sometimes stand in for floats (``x * 2``, as traced graphs write it); bools appear for
+    every dtype where the domain allows any value.
     """
     if dtype is torch.bool:
         return st.booleans()
+    # A bool scalar is a legal number operand too (``x + True``); only where any value is allowed.
+    bools = (st.booleans(),) if domain == C.ANY_VALUE else ()
     if dtype in C.INT:
-        return element_values(dtype, domain).map(int)
+        return st.one_of(element_values(dtype, domain).map(int), *bools)
     values = element_values(dtype, domain, special_values=special_values)
     ints = element_values(torch.int64, domain).filter(lambda v: _in_float_domain(v, domain))
-    return st.one_of(values.map(float), ints)
+    return st.one_of(values.map(float), ints, *bools)
 
 
 def _in_float_domain(v, domain):
@@ -255,7 +258,7 @@ def _arrays(dtype, shape, domain, special_values):
     return npst.arrays(_NP[dtype], shape, elements=elements)
 
 
-def make_base(dtype: torch.dtype, shape: tuple, values: np.ndarray) -> torch.Tensor:
+def _make_base(dtype: torch.dtype, values: np.ndarray) -> torch.Tensor:
     t = torch.from_numpy(np.ascontiguousarray(values))
     return t.to(dtype) if t.dtype != dtype else t.clone()
 
@@ -266,7 +269,7 @@ def tensor_with_layout(draw, dtype: torch.dtype, shape: tuple, domain: str = C.A
     layout = draw_layout(draw, shape) if noncontiguous else Layout()
     base_shape = layout.base_shape(tuple(shape))
     values = draw(_arrays(dtype, base_shape, domain, special_values))
-    base = make_base(dtype, base_shape, values)
+    base = _make_base(dtype, values)
     return layout.apply(base.clone()), base, layout
 
 

@@ -108,11 +108,12 @@ def test_node_count_bounds(case):
 # --- shrinking ------------------------------------------------------------------------------------
 
 
-def test_graph_containing_sub_shrinks_to_at_most_three_call_nodes():
+@pytest.mark.parametrize("mutations", [False, True])
+def test_graph_containing_sub_shrinks_to_at_most_three_call_nodes(mutations):
     def has_sub(case):
         return any(getattr(n.target, "overloadpacket", None) is aten.sub for n in _calls(case))
 
-    case = minimal(graphs(), has_sub)
+    case = minimal(graphs(mutations=mutations), has_sub)
     assert len(_calls(case)) <= 3, case
 
 
@@ -189,3 +190,15 @@ def test_bad_arguments_raise_invalid_argument_quoting_them(kwargs, quoted):
 def test_unsupported_dtype_is_reported_at_draw_time():
     with pytest.raises(InvalidArgument, match="dtypes drew torch.complex64"):
         find_any(graphs(dtypes=st.just(torch.complex64)), max_examples=5)
+
+
+@pytest.mark.parametrize("kind", [int, float, bool])
+def test_python_scalar_operands_of_each_type_are_reachable(kind):
+    def has_scalar(case):
+        return any(type(a) is kind and n.target in _POINTWISE_TARGETS
+                   for n in _calls(case) for a in n.args[1:])
+
+    find_any(graphs(dtypes=st.sampled_from([torch.float32, torch.int64])), has_scalar)
+
+
+_POINTWISE_TARGETS = {row.overload for row in OPS if row.category == "pointwise"}
