@@ -21,6 +21,14 @@ FEATURES = (
 MUTATION_FEATURES = frozenset({"inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region"})
 
 _ROW = {row.overload: row for row in OPS}
+# In-place ops that change shape/strides rather than values, for targets outside the catalog.
+_METADATA_MUTATORS = frozenset({"transpose_", "t_", "unsqueeze_", "squeeze_", "as_strided_", "swapdims_",
+                                "swapaxes_", "resize_", "resize_as_", "set_"})
+
+
+def _packet_name(target) -> str:
+    schema = getattr(target, "_schema", None)
+    return schema.name.split("::")[-1] if schema is not None else getattr(target, "__name__", "")
 
 
 def is_mutating(target) -> bool:
@@ -137,8 +145,7 @@ def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
             continue
         written = n.args[0]
         store = stores.get(written)
-        metadata = row.mutates_metadata if row is not None else t.__name__.rstrip("_").endswith(
-            ("transpose", "t", "unsqueeze", "squeeze", "as_strided"))
+        metadata = row.mutates_metadata if row is not None else _packet_name(t) in _METADATA_MUTATORS
         if metadata:
             found.add("metadata-mutation")
             if written.op == "placeholder":

@@ -162,6 +162,27 @@ def test_input_mutation_and_duplicate_features():
     assert "inplace" not in found and "dead-code" not in found
 
 
+def test_features_of_ops_outside_the_catalog_are_read_from_their_schema():
+    def build(g):
+        x = g.placeholder("x")
+        c = g.call_function(aten.clone.default, (x,))
+        g.call_function(aten.sin_.default, (c,))  # not a catalog row; a data write
+        g.call_function(aten.swapdims_.default, (c, 0, 1))  # not a catalog row; a metadata write
+        g.output((c,))
+
+    found = _graph(build, [torch.ones(2, 3)])
+    assert {"inplace", "metadata-mutation"} <= found
+
+
+def test_data_writes_outside_the_catalog_are_not_metadata_mutations():
+    def build(g):
+        x = g.placeholder("x")
+        c = g.call_function(aten.clone.default, (x,))
+        g.output((g.call_function(aten.rsqrt_.default, (g.call_function(aten.exp_.default, (c,)),)),))
+
+    assert "metadata-mutation" not in _graph(build, [torch.ones(2, 3)])
+
+
 # --- argument validation -------------------------------------------------------------------------
 
 
