@@ -93,12 +93,8 @@ def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
         found.add("constant")
 
     rec = _Recorder(gm)
-    with torch.no_grad():
-        grad = torch.is_grad_enabled()
-        try:
-            rec.run(*inputs)
-        finally:
-            torch._C._set_grad_enabled(grad)
+    with torch.no_grad():  # on exit it restores the caller's grad mode, whatever the graph set
+        rec.run(*inputs)
     stores = {n: rec.record.get(n, (None, None))[0] for n in nodes}
     input_stores = {stores[n] for n in placeholders} - {None}
     const_stores = {stores[n] for n in constants} - {None}

@@ -47,12 +47,16 @@ class GraphCase:
 
     def fresh_inputs(self) -> tuple:
         """New tensors equal to ``example_inputs`` in values, shape, strides and storage layout."""
-        return tuple(layout.apply(base.clone()) for base, layout in self.recipes)
+        return _rebuild(self.recipes)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{_describe(t)}" for t in self.example_inputs)
         code = self.gm.code.strip()
         return f"GraphCase(features={sorted(self.features)}, inputs=[{ins}])\n{code}"
+
+
+def _rebuild(recipes) -> tuple:
+    return tuple(layout.apply(base.clone()) for base, layout in recipes)
 
 
 def _describe(t: torch.Tensor) -> str:
@@ -146,9 +150,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         raise InvalidArgument(f"max_nodes={max_nodes!r} must be at most 64 (shrinking and speed suffer)")
     check_size_pair(min_inputs, max_inputs, "min_inputs", "max_inputs")
     check_int_range(max_inputs, "max_inputs", min_value=1)
-    for name, flag in (("views", views), ("mutations", mutations), ("special_values", special_values),
-                       ("constants", constants)):
-        check_bool(flag, name)
+    for name, value in (("views", views), ("mutations", mutations), ("special_values", special_values),
+                        ("constants", constants)):
+        check_bool(value, name)
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
@@ -189,9 +193,8 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
         torch._C._set_grad_enabled(grad_mode)
     gm = builder.graph_module()
     gm.graph.lint()
-    case = GraphCase(gm, (), frozenset(), tuple(builder.recipes))
-    features = graph_features(gm, case.fresh_inputs())
-    return GraphCase(gm, case.fresh_inputs(), features, case.recipes)
+    recipes = tuple(builder.recipes)
+    return GraphCase(gm, _rebuild(recipes), graph_features(gm, _rebuild(recipes)), recipes)
 
 
 @st.composite

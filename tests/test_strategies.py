@@ -62,6 +62,7 @@ def test_every_draw_lints_runs_and_is_deterministic(case):
         if node.op in ("placeholder", "get_attr") or (node.op == "call_function" and node.target is not torch._C._set_grad_enabled):
             assert isinstance(node.meta.get("val"), torch.Tensor), f"meta['val'] missing on {node.format_node()}"
     first_in, second_in = case.fresh_inputs(), case.fresh_inputs()
+    assert len(first_in) == len(second_in) == len(case.example_inputs)
     first, second = case.gm(*first_in), case.gm(*second_in)
     assert len(first) == len(second)
     for a, b in zip(first, second):
@@ -73,6 +74,8 @@ def test_every_draw_lints_runs_and_is_deterministic(case):
 
 @given(graphs(mutations=True))
 def test_example_inputs_are_pristine_and_fresh_inputs_are_identical_copies(case):
+    assert len(case.fresh_inputs()) == len(case.example_inputs) == len(
+        [n for n in case.gm.graph.nodes if n.op == "placeholder"])
     for given_, fresh in zip(case.example_inputs, case.fresh_inputs()):
         assert _same(given_, fresh)
         assert given_.storage_offset() == fresh.storage_offset()

@@ -94,6 +94,7 @@ def test_forward_is_deterministic_and_matches_interpreter(case):
         runs.append((outputs, inputs))
     (out0, in0), *rest = runs
     for outs, ins in rest:
+        assert (len(outs), len(ins)) == (len(out0), len(in0)), "runs returned different numbers of tensors"
         for i, (a, b) in enumerate(zip(outs, out0)):
             _assert_same(a, b, f"output[{i}]")
         for i, (a, b) in enumerate(zip(ins, in0)):
