@@ -20,6 +20,72 @@ def _run(args) -> int:
     return 0 if code == 0 else 1 if code == 1 else 2
 
 
+def _verify(args) -> int:
+    from . import UsageError, verify
+    from ._console import ConsoleReporter
+
+    try:
+        result = verify(args.target, max_examples=args.max_examples, seed=args.seed, graphs=args.graphs,
+                        special_values=not args.no_special_values, ensure=args.ensure or (),
+                        properties=args.properties, signature=args.signature,
+                        settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
+                        isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
+                        repro_dir=args.repro_dir, workers=args.workers, reporter=ConsoleReporter())
+    except UsageError as exc:
+        print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
+        return 2
+    if result.violations:
+        return 1
+    return 130 if result.interrupted else 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _add_verify(sub) -> None:
+    from ._result import PROPERTIES
+    from .adapters import SIGNATURES
+
+    v = sub.add_parser("verify", help="verify a graph pass on generated graphs",
+                       description="Verify an FX graph pass on generated ATen graphs. Exit 0: no counterexample; "
+                                   "1: a property was violated; 2: usage error.")
+    v.add_argument("target", help="the pass: pkg.module:attr or path/to/file.py:attr")
+    v.add_argument("--max-examples", type=_positive_int, default=200, help="graphs to generate (default 200)")
+    v.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed at the end)")
+    v.add_argument("--graphs", choices=("functional", "mutating"), default="functional",
+                   help="functional (default) or mutating: adds in-place ops, input and view mutation, grad regions")
+    v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
+    v.add_argument("--ensure", action="append", metavar="NAME", help="a contract the result must keep (repeatable)")
+    v.add_argument("--properties", default=None, help=f"comma-separated subset of {','.join(PROPERTIES)} "
+                                                      f"(default validity,values,mutations,aliasing)")
+    v.add_argument("--signature", choices=sorted(SIGNATURES), default=None, help="the pass's calling form "
+                                                                                "(default: detected)")
+    v.add_argument("--settings-factory", default=None, metavar="PKG.MOD:FN",
+                   help="zero-argument callable making the settings for fn(gm, settings) passes")
+    v.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    v.add_argument("--timeout", type=_positive_float, default=10.0, help="seconds per example (default 10)")
+    v.add_argument("--isolate", action="store_true",
+                   help="run every example in a forked process (survives segfaults; automatic after a crash)")
+    v.add_argument("--json", default=None, metavar="PATH", help="JSON report, rewritten as examples finish")
+    v.add_argument("--junit", default=None, metavar="PATH", help="JUnit XML report")
+    v.add_argument("--markdown", default=None, metavar="PATH", help="Markdown summary")
+    v.add_argument("--repro-dir", default="reports/repro", metavar="DIR",
+                   help="where counterexample scripts go (default reports/repro/)")
+    v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
+    v.set_defaults(func=_verify)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fx-conformance",
                                      description="Property-based conformance checks for PyTorch FX graph passes.")
@@ -29,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Hypothesis profile: dev (quick), ci (small, derandomized), nightly (large)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra arguments passed to pytest")
     run.set_defaults(func=_run)
+    _add_verify(sub)
     return parser
 
 

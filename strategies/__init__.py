@@ -11,7 +11,7 @@ from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._graphs import GraphCase, graphs
-from ._meta import shared_fake_mode
+from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS
 from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
 from ._symbolic import index_expressions
@@ -27,6 +27,7 @@ __all__ = [
     "InvalidArgument",
     "Kwarg",
     "OpSpec",
+    "attach_meta",
     "broadcastable_shapes",
     "dtypes",
     "graph_features",

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor
 
 from . import _catalog as C
+from ._meta import FakeViews
 from ._tensors import Layout
 
 MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels cheap
@@ -53,7 +53,7 @@ class GraphBuilder:
     n_calls: int = 0
     n_constants: int = 0
     _by_node: dict = field(default_factory=dict)
-    _meta_storage: dict = field(default_factory=dict)
+    _views: FakeViews | None = None
 
     # --- leaves --------------------------------------------------------------------------------
     def add_input(self, base: torch.Tensor, layout: Layout) -> Value:
@@ -85,20 +85,10 @@ class GraphBuilder:
         return self._by_node[node]
 
     def fake_of(self, t: torch.Tensor):
-        """A fake tensor with ``t``'s metadata right now, on the fake storage that stands for ``t``'s.
-
-        Read off the eager value instead of re-running the op under FakeTensorMode (that costs
-        ~80-300 us a node); fakes of aliasing tensors share one fake storage, so aliasing shows
-        in ``meta['val']`` the way passes look for it (``StorageWeakRef`` of the untyped storage).
-        """
-        key = storage_key(t)
-        base = self._meta_storage.get((key, t.dtype)) if key is not None else None
-        if base is None:
-            base = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device="meta")
-            if key is not None:
-                self._meta_storage[(key, t.dtype)] = base
-        view = base.as_strided(t.shape, t.stride(), t.storage_offset())
-        return FakeTensor(self.fake_mode, view, t.device)
+        """A fake tensor with ``t``'s metadata right now (see ``_meta.FakeViews``)."""
+        if self._views is None:
+            self._views = FakeViews(self.fake_mode)
+        return self._views.fake_of(t)
 
     # --- calls ---------------------------------------------------------------------------------
     def call(self, spec: C.OpSpec | None, target, args: tuple, kwargs: dict) -> Value:

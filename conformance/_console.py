@@ -1,0 +1,103 @@
+"""What ``fx-conformance verify`` prints: a rich progress bar on a terminal, plain lines otherwise,
+each violation as soon as it is found, and a closing summary table with the minimal graphs."""
+
+from __future__ import annotations
+
+import sys
+
+from ._result import VerifyResult, Violation
+
+
+class ConsoleReporter:
+    """A ``verify(reporter=...)`` sink that writes to ``stream`` (stdout by default)."""
+
+    def __init__(self, stream=None, rich: bool | None = None):
+        self.stream = stream or sys.stdout
+        self.rich = self.stream.isatty() if rich is None else rich
+        self.total, self.progress, self.task, self.last_pct = 0, None, None, -1
+        if self.rich:
+            from rich.console import Console
+
+            self.console = Console(file=self.stream)
+
+    def _line(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def start(self, target, max_examples, options):
+        self.total = max_examples
+        self._line(f"fx-conformance verify {target}: up to {max_examples} examples, graphs={options['graphs']}, "
+                   f"special values {'on' if options['special_values'] else 'off'}, device={options['device']}")
+        if self.rich:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("checking graphs"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("verify", total=max_examples)
+
+    def example(self, ok: bool, done: int):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=min(done, self.total))
+            return
+        pct = min(100, done * 100 // max(self.total, 1)) // 25 * 25
+        if pct > self.last_pct and done <= self.total:
+            self.last_pct = pct
+            self._line(f"  {min(done, self.total)}/{self.total} graphs checked")
+
+    def found(self, violation: Violation):
+        self._line(f"  found: {violation.property}: {violation.headline} (shrinking...)")
+
+    def note(self, text: str):
+        self._line(f"  note: {text}")
+
+    def finish(self, result: VerifyResult):
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        rows = [(name, str(count.checked), "VIOLATED" if count.violated else "ok")
+                for name, count in result.properties.items()]
+        rows += [(v.property, "-", "VIOLATED") for v in result.violations if v.property not in result.properties]
+        for v in result.violations:
+            self._line("")
+            self._line(f"{v.property} violated by a minimal graph:")
+            self._line(_indent(v.message))
+            self._line("  inputs:")
+            self._line(_indent(v.inputs, 4))
+            self._line("  graph before the pass:")
+            self._line(_indent(v.graph_before, 4))
+            self._line("  graph after the pass:")
+            self._line(_indent(v.graph_after or "<none>", 4))
+            if v.repro_path:
+                self._line(f"  repro: python {v.repro_path}")
+        self._line("")
+        self._table(rows)
+        if result.ok:
+            self._line(f"OK: no counterexample in {result.examples} graphs (seed {result.seed}, "
+                       f"{result.duration_s:.1f} s)")
+        else:
+            what = "INTERRUPTED" if result.interrupted else "FAIL"
+            self._line(f"{what}: {len(result.violations)} propert{'y' if len(result.violations) == 1 else 'ies'} "
+                       f"violated in {result.examples} graphs (seed {result.seed}, {result.duration_s:.1f} s; rerun "
+                       f"with --seed {result.seed})")
+
+    def _table(self, rows):
+        if self.rich:
+            from rich.table import Table
+
+            table = Table(title="fx-conformance summary")
+            for column in ("property", "graphs checked", "result"):
+                table.add_column(column)
+            for row in rows:
+                table.add_row(*row, style="red" if row[2] == "VIOLATED" else None)
+            self.console.print(table)
+            return
+        widths = [max(len(r[i]) for r in rows + [("property", "graphs checked", "result")]) for i in range(3)]
+        for row in [("property", "graphs checked", "result"), *rows]:
+            self._line("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _indent(text: str, n: int = 2) -> str:
+    return "\n".join(" " * n + line for line in (text or "").splitlines())

@@ -1,0 +1,136 @@
+"""Searches in forked driver processes: one by default (so a pass that kills the interpreter kills
+a driver, never the caller, and the run can be repeated with per-example isolation), N for
+``--workers N`` (independent searches with their own seeds, merged).
+
+A driver streams length-prefixed pickled frames: ``("example", ok, new_violations)`` as each
+example finishes and ``("done", found)`` at the end, where ``found`` holds plain data only (the
+driver writes its repro scripts itself; graphs do not cross the pipe).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+
+_HEADER = struct.Struct("!I")
+
+
+class DriverCrashed(Exception):
+    """A driver process died without finishing (the pass crashed the interpreter)."""
+
+
+def _send(fd: int, obj) -> None:
+    data = pickle.dumps(obj)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class _FrameReader:
+    def __init__(self, fd: int):
+        self.fd, self.buf, self.eof = fd, b"", False
+
+    def read_available(self) -> list:
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+        frames = []
+        while len(self.buf) >= _HEADER.size:
+            (n,) = _HEADER.unpack_from(self.buf)
+            if len(self.buf) < _HEADER.size + n:
+                break
+            frames.append(pickle.loads(self.buf[_HEADER.size:_HEADER.size + n]))
+            self.buf = self.buf[_HEADER.size + n:]
+        return frames
+
+
+class _ChildEvents:
+    """The driver's side of the event stream (Violation is plain data, so it pickles as is)."""
+
+    def __init__(self, fd, found):
+        self.fd, self.found = fd, found
+
+    def example(self, verdict, new):
+        _send(self.fd, ("example", verdict.ok, self.found.examples, list(new)))
+
+
+def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
+    """Run ``search(i, budget, events) -> _Found`` in ``n`` forked drivers; merge their results.
+
+    Returns ``(founds, crashed, interrupted)``: the drivers' results, a description of the first
+    driver that died (or None), and whether the run was interrupted (Ctrl-C).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children = {}
+    for i in range(n):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _child(i, budgets[i], search, write_fd)  # never returns
+        os.close(write_fd)
+        children[read_fd] = (pid, _FrameReader(read_fd))
+    founds, crashed, interrupted, finished = [], None, False, set()
+    open_fds = set(children)
+    while open_fds:
+        try:
+            ready, _, _ = select.select(list(open_fds), [], [])
+        except KeyboardInterrupt:
+            interrupted = True  # the drivers got SIGINT too: they finish with what they found
+            continue
+        for fd in ready:
+            pid, reader = children[fd]
+            for frame in reader.read_available():
+                if frame[0] == "example":
+                    on_example(frame[1])
+                    for v in frame[3]:
+                        on_found(v)
+                elif frame[0] == "done":
+                    founds.append(frame[1])
+                    finished.add(fd)
+                    interrupted |= frame[2]
+                elif frame[0] == "error":
+                    raise frame[1]
+            if reader.eof:
+                open_fds.discard(fd)
+                os.close(fd)
+    for fd, (pid, _) in children.items():
+        _, status = os.waitpid(pid, 0)
+        if crashed is None and fd not in finished:
+            crashed = _describe(status)
+    return founds, crashed, interrupted
+
+
+def _describe(status) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            return f"{signal.Signals(sig).name} (signal {sig})"
+        except ValueError:
+            return f"signal {sig}"
+    return f"exit code {os.WEXITSTATUS(status)}"
+
+
+def _child(i: int, budget: int, search, fd: int) -> None:
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        found = search(i, budget, lambda f: _ChildEvents(fd, f))
+        _send(fd, ("done", found, bool(getattr(found, "interrupted", False))))
+    except BaseException as exc:  # noqa: BLE001 - usage errors and bugs travel to the parent
+        try:
+            _send(fd, ("error", exc))
+        except Exception:  # noqa: BLE001 - unpicklable: send its text
+            _send(fd, ("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

@@ -1,0 +1,95 @@
+"""The data a verification produces: per-example ``Verdict`` and per-run ``VerifyResult``.
+
+Plain data (strings, numbers, lists), so results cross process boundaries (isolated examples,
+``--workers``) by pickling and render to JSON without special cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# The properties ``verify`` knows, in the order they are checked and reported. ``execution`` is
+# implicit: a pass that raises, hangs, crashes or returns the wrong type violates it, and no other
+# property can be checked for that example.
+PROPERTIES = ("validity", "values", "mutations", "aliasing", "contracts", "idempotence", "determinism")
+DEFAULT_PROPERTIES = ("validity", "values", "mutations", "aliasing")
+EXECUTION = "execution"
+
+
+@dataclass
+class Violation:
+    """One property that one example violates.
+
+    ``property`` is a name from PROPERTIES, ``"execution"``, or ``"contracts:<name>"``; ``message``
+    follows the house mismatch format (``<what>=<actual>, but should be <expected> [<where>]``).
+    The remaining fields are filled once the example is final (shrunk) and written out.
+    """
+
+    property: str
+    message: str
+    graph_before: str = ""  # gm.code of the (minimal) graph the pass was given
+    graph_after: str = ""  # gm.code of what the pass returned ("" when it returned nothing usable)
+    inputs: str = ""  # one line per input: dtype, shape, strides
+    repro_path: str | None = None
+    example: int | None = None  # which example (1-based) first showed it, before shrinking
+
+    @property
+    def headline(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    """What checking one graph found: the properties checked and the violations (empty = ok)."""
+
+    checked: tuple = ()
+    violations: list = field(default_factory=list)
+    graph_after: str = ""  # gm.code of what the pass returned
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"ok ({', '.join(self.checked)})"
+        return "\n".join(f"{v.property}: {v.message}" for v in self.violations)
+
+
+@dataclass
+class PropertyCount:
+    """How many examples a property was checked on, and whether it was violated."""
+
+    checked: int = 0
+    violated: bool = False
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of ``verify()``: ``ok`` is True when no example violated any selected property."""
+
+    target: str
+    examples: int = 0  # examples fully checked (shrinking re-runs not counted)
+    violations: list = field(default_factory=list)  # one per violated property, minimal example
+    properties: dict = field(default_factory=dict)  # name -> PropertyCount
+    options: dict = field(default_factory=dict)
+    seed: int | None = None
+    started: str = ""  # UTC ISO-8601
+    duration_s: float = 0.0
+    interrupted: bool = False
+    isolated: bool = False  # examples ran in subprocesses (asked for, or after a crash)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.interrupted
+
+    @property
+    def repro_path(self) -> str | None:
+        """Path of the first violation's repro script (None when there is none)."""
+        return next((v.repro_path for v in self.violations if v.repro_path), None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

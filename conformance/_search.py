@@ -1,0 +1,352 @@
+"""``verify()``: drive Hypothesis over generated graphs, shrink each violated property to a minimal
+graph, write repro scripts and reports, stream progress.
+
+Each violated property gets its own exception type, so Hypothesis shrinks each one separately and
+the result holds one minimal counterexample per property. A pass that hangs is not shrunk for
+long: after ``MAX_TIMEOUTS`` timed-out examples the search stops with the smallest one so far.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import random
+import re
+import time
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
+
+from strategies import graphs
+
+from . import report as _report
+from ._drivers import run_drivers
+from ._errors import HarnessError, UsageError
+from ._isolate import ChildDied, can_isolate, run_forked
+from ._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
+from .adapters import load_pass
+from .oracle import describe
+from .repro import write_repro
+from .verify import Checker, can_time_out
+
+GRAPH_KINDS = ("functional", "mutating")
+MAX_TIMEOUTS = 3
+_STREAM_EVERY_S = 1.0
+
+
+class PropertyViolated(Exception):
+    """Raised inside the Hypothesis test for a failing example (one subclass per property)."""
+
+    def __init__(self, verdict: Verdict, case):
+        super().__init__(verdict.violations[0].message)
+        self.verdict, self.case = verdict, case
+
+
+class _StopSearch(BaseException):
+    """Ends the Hypothesis run at once (too many timeouts); not an Exception, so it is not shrunk."""
+
+
+_FAILURE_TYPES: dict = {}
+
+
+def _failure_type(prop: str) -> type:
+    if prop not in _FAILURE_TYPES:
+        name = "Violated_" + re.sub(r"\W", "_", prop)
+        _FAILURE_TYPES[prop] = type(name, (PropertyViolated,), {})
+    return _FAILURE_TYPES[prop]
+
+
+class NullReporter:
+    """Progress sink that shows nothing (the Python API's default)."""
+
+    def start(self, target, max_examples, options): ...
+    def example(self, ok: bool, done: int): ...
+    def found(self, violation: Violation): ...
+    def note(self, text: str): ...
+    def finish(self, result: VerifyResult): ...
+
+
+class _Found:
+    """Smallest failing example per property seen so far, plus counters (picklable for workers)."""
+
+    def __init__(self):
+        self.best = {}  # property -> (size, violation, case); case is None once it crossed a pipe
+        self.examples = 0
+        self.checked = {}
+        self.timeouts = 0
+        self.interrupted = False
+
+    def __getstate__(self):  # graphs stay in the driver that found them (it wrote their repros)
+        state = dict(self.__dict__)
+        state["best"] = {p: (size, v, None) for p, (size, v, _) in self.best.items()}
+        return state
+
+    def add(self, verdict: Verdict, case, size) -> list:
+        new = []
+        for v in verdict.violations:
+            old = self.best.get(v.property)
+            if old is None:
+                new.append(v)
+            if old is None or size < old[0]:
+                v.example = v.example or self.examples
+                self.best[v.property] = (size, v, case)
+        return new
+
+
+def _size(case) -> tuple:
+    nodes = sum(1 for n in case.gm.graph.nodes if n.op == "call_function")
+    return nodes, sum(t.numel() for t in case.example_inputs)
+
+
+def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
+           special_values: bool = True, ensure=(), properties=None, signature: str | None = None,
+           settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
+           json: str | None = None, junit: str | None = None, markdown: str | None = None,
+           repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
+           reporter=None) -> VerifyResult:
+    """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
+
+    Args:
+        pass_: a callable, PassBase, PassManager, or import path ``"pkg.mod:attr"`` (see adapters).
+        graphs: "functional" (pure ops and views) or "mutating" (adds in-place ops, input and
+            view mutation, metadata mutation, grad-mode regions).
+        special_values: inputs may hold NaN, +-inf, -0.0, subnormals and extreme values.
+        ensure: contract names (``conformance.CONTRACTS``); properties: names or "a,b".
+        timeout: seconds per example; isolate: run each example in a forked process (survives
+            segfaults and os._exit); workers: independent searches in parallel processes.
+        json, junit, markdown: report paths (JSON is rewritten as examples finish).
+        repro_dir: where minimal counterexamples are written as scripts (None: not written).
+
+    >>> verify(lambda gm: gm, max_examples=5, repro_dir=None).ok
+    True
+    """
+    opts = _options(locals())
+    put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
+    checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
+                      device=opts["device"])
+    reporter = reporter or NullReporter()
+    if isolate and not can_isolate():
+        raise UsageError("--isolate needs os.fork (Linux)")
+    if isolate and opts["device"] == "cuda":
+        raise UsageError("--isolate forks a process per example, which CUDA does not survive; use --device cpu")
+    if not isolate and timeout and not can_time_out():
+        isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
+    seed = random.getrandbits(32) if seed is None else int(seed)
+    result = VerifyResult(target=put.name, options=opts, seed=seed, isolated=isolate,
+                          started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    reporter.start(put.name, max_examples, opts)
+    t0 = time.monotonic()
+    stream = _Stream(result, json)
+    run = functools.partial(_run, checker, put, opts, seed, max_examples, workers, repro_dir, reporter, stream)
+    found, crashed = run(isolate)
+    if crashed and not isolate:
+        reporter.note(f"the pass crashed the interpreter ({crashed}); running again with every example isolated")
+        result.isolated = True
+        found, crashed = run(True)
+    if crashed:
+        raise HarnessError(f"a search process died ({crashed}) although examples were isolated")
+    result.interrupted = found.interrupted
+    result.examples = found.examples
+    result.properties = {p: PropertyCount(found.checked.get(p, 0), p in found.best) for p in checker.checked}
+    result.violations = [found.best[p][1] for p in sorted(found.best, key=_order(checker.checked))]
+    result.duration_s = round(time.monotonic() - t0, 3)
+    stream.write()
+    if junit:
+        _report.write_junit(result, junit)
+    if markdown:
+        _report.write_markdown(result, markdown)
+    reporter.finish(result)
+    return result
+
+
+def _run(checker, put, opts, seed, max_examples, workers, repro_dir, reporter, stream, isolate):
+    """One search (or ``workers`` merged searches): ``(found, crash description or None)``."""
+
+    def search(i, budget, make_events):
+        found = _Found()
+        try:
+            _search(checker, put, opts, seed + i, budget, isolate, make_events(found), found)
+        except KeyboardInterrupt:
+            found.interrupted = True
+        _write_repros(found, put, opts, repro_dir)
+        return found
+
+    if not can_isolate() or opts["device"] != "cpu":  # no fork (or CUDA, which does not survive one)
+        return search(0, max_examples, lambda f: _Events(f, reporter, stream)), None
+    total = _Found()
+
+    def on_example(ok):
+        total.examples += 1
+        reporter.example(ok, total.examples)
+        stream.update(total)
+
+    def on_found(v):
+        if v.property not in total.best:
+            total.best[v.property] = ((0,), v, None)
+            reporter.found(v)
+            stream.update(total, force=True)
+
+    budgets = [max_examples // workers + (1 if i < max_examples % workers else 0) for i in range(workers)]
+    budgets = [b for b in budgets if b > 0]
+    founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found)
+    merged = _Found()
+    merged.interrupted = interrupted or any(f.interrupted for f in founds)
+    for f in founds:
+        merged.examples += f.examples
+        for p, n in f.checked.items():
+            merged.checked[p] = merged.checked.get(p, 0) + n
+        for p, (size, v, _) in f.best.items():
+            if p not in merged.best or size < merged.best[p][0]:
+                merged.best[p] = (size, v, None)
+    return merged, crashed
+
+
+def _order(checked):
+    rank = {p: i for i, p in enumerate((EXECUTION, *checked))}
+    return lambda p: rank.get(p, len(rank))
+
+
+def _options(args: dict) -> dict:
+    if args["graphs"] not in GRAPH_KINDS:
+        raise UsageError(f"graphs={args['graphs']!r}, but should be one of {', '.join(GRAPH_KINDS)}")
+    if not isinstance(args["max_examples"], int) or args["max_examples"] < 1:
+        raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
+    if not isinstance(args["workers"], int) or args["workers"] < 1:
+        raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
+    if args["timeout"] is not None and args["timeout"] <= 0:
+        raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
+    device = args["device"]
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device not in ("cpu", "cuda"):
+        raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
+    keep = ("max_examples", "graphs", "special_values", "ensure", "properties", "signature", "timeout",
+            "isolate", "workers", "signed_zeros")
+    opts = {k: args[k] for k in keep}
+    opts["ensure"] = list(args["ensure"] or ())
+    opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
+        else getattr(args["settings_factory"], "__qualname__", "callable")
+    opts["device"] = device
+    return opts
+
+
+class _Events:
+    """Routes search events to the reporter and the streamed JSON."""
+
+    def __init__(self, found: _Found, reporter, stream):
+        self.found, self.reporter, self.stream = found, reporter, stream
+
+    def example(self, verdict: Verdict, new: list):
+        self.reporter.example(verdict.ok, self.found.examples)
+        for v in new:
+            self.reporter.found(v)
+        self.stream.update(self.found, force=bool(new))
+
+
+class _Stream:
+    """Rewrites the JSON report as the run goes (throttled), so an interrupted run keeps its findings."""
+
+    def __init__(self, result: VerifyResult, path):
+        self.result, self.path, self.last = result, path, 0.0
+        self.static = _report.static_info() if path else None
+
+    def update(self, found: _Found, force=False):
+        if not self.path or (not force and time.monotonic() - self.last < _STREAM_EVERY_S):
+            return
+        self.result.examples = found.examples
+        self.result.violations = [v for _, v, _ in found.best.values()]
+        self.write()
+
+    def write(self):
+        if self.path:
+            _report.write_json(self.result, self.path, static=self.static)
+            self.last = time.monotonic()
+
+
+def _search(checker: Checker, put, opts, seed_value, max_examples, isolate, events, found):
+    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"])
+
+    def run_one(case) -> Verdict:
+        if not isolate:
+            return checker.check(case.gm, case.example_inputs)
+        grace = None if checker.timeout is None else checker.timeout + 5.0
+        try:
+            return run_forked(lambda: checker.check(case.gm, case.example_inputs), grace)
+        except ChildDied as exc:
+            return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
+                           graph_after="")
+
+    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+              report_multiple_bugs=True, verbosity=Verbosity.quiet, print_blob=False)
+    @hseed(seed_value)
+    @given(strategy)
+    def search(case):
+        verdict = run_one(case)
+        found.examples += 1
+        timed_out = any(v.property == EXECUTION and "time=" in v.message for v in verdict.violations)
+        if not any(v.property == EXECUTION for v in verdict.violations):
+            for p in verdict.checked:
+                found.checked[p] = found.checked.get(p, 0) + 1
+        for v in verdict.violations:
+            v.graph_before = case.gm.code.strip()
+            v.graph_after = verdict.graph_after
+            v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
+        new = found.add(verdict, case, _size(case))
+        events.example(verdict, new)
+        if timed_out:
+            found.timeouts += 1
+            if found.timeouts >= MAX_TIMEOUTS:
+                raise _StopSearch()
+        if not verdict.ok:
+            raise _failure_type(verdict.violations[0].property)(verdict, case)
+
+    try:
+        search()
+    except _StopSearch:
+        pass
+    except PropertyViolated as exc:
+        _record_final(found, exc)
+    except BaseExceptionGroup as group:
+        rest = group.subgroup(lambda e: not isinstance(e, (PropertyViolated, BaseExceptionGroup)))
+        if rest is not None:
+            raise rest
+        for exc in _leaves(group):
+            _record_final(found, exc)
+    return found
+
+
+def _leaves(group):
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+def _record_final(found: _Found, exc: PropertyViolated) -> None:
+    """Hypothesis' final replay of a minimal example: it wins for the properties it violates."""
+    for v in exc.verdict.violations:
+        old = found.best.get(v.property)
+        v.example = old[1].example if old else v.example
+        found.best[v.property] = (_size(exc.case), v, exc.case)
+
+
+def _write_repros(found: _Found, put, opts, repro_dir) -> None:
+    if not repro_dir:
+        return
+    call_opts = {k: opts[k] for k in ("properties", "ensure", "signature", "settings_factory", "device")}
+    call_opts["timeout"] = opts["timeout"]
+    written = {}
+    for prop, (_, v, case) in found.best.items():
+        key = id(case)
+        if key not in written:
+            try:
+                written[key] = str(write_repro(repro_dir, gm=case.gm, example_inputs=case.example_inputs,
+                                               target=put.reference, violation=v, options=call_opts))
+            except Exception as exc:  # noqa: BLE001 - a repro that cannot be written must not lose the finding
+                v.message += f"\n  (repro script not written: {type(exc).__name__}: {exc})"
+                continue
+        v.repro_path = written[key]

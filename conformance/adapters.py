@@ -1,0 +1,362 @@
+"""Pass adapters: whatever form a pass comes in, one ``PassUnderTest.apply(gm, inputs)``.
+
+Accepted forms (``SIGNATURES``), detected by inspection unless ``signature=`` names one:
+
+- ``gm``:          ``fn(gm) -> GraphModule | None | PassResult`` (None: modified in place); also a
+                   ``PassBase`` instance and both torch ``PassManager`` classes;
+- ``gm-inputs``:   ``fn(gm, sample_inputs) -> GraphModule`` (Torch-TensorRT's documented form);
+- ``gm-varargs``:  ``fn(gm, *sample_inputs)`` (``torch.fx.passes.reinplace.reinplace``);
+- ``gm-settings``: ``fn(gm, settings)`` (Torch-TensorRT's current form; settings from a factory);
+- ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style).
+
+A target may also be an import path, ``"pkg.mod:attr"`` or ``"path/to/file.py:attr"`` (``attr``
+may be dotted, e.g. ``torch.fx:Graph.eliminate_dead_code``; a PassBase subclass is instantiated).
+The pass always gets a fresh copy of the graph; the caller's graph is never touched.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import inspect
+import pathlib
+import sys
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_manager import PassManager
+from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
+
+from ._errors import UsageError
+
+SIGNATURES = {
+    "gm": "fn(gm) -> GraphModule | None | PassResult (also PassBase and PassManager instances)",
+    "gm-inputs": "fn(gm, sample_inputs) -> GraphModule (Torch-TensorRT's documented lowering pass)",
+    "gm-varargs": "fn(gm, *sample_inputs) -> GraphModule (torch.fx.passes.reinplace style)",
+    "gm-settings": "fn(gm, settings) -> GraphModule (Torch-TensorRT's current form; needs a settings factory)",
+    "graph": "fn(graph: torch.fx.Graph) -> None | Graph (Inductor custom graph pass)",
+}
+
+# Parameter names that identify the second argument of a two-argument pass.
+_INPUT_NAMES = {"sample_inputs", "example_inputs", "inputs", "sample_args", "example_args", "args"}
+_SETTINGS_NAMES = {"settings", "compilation_settings", "config", "options", "cfg"}
+_GRAPH_NAMES = {"graph", "g", "fx_g", "fx_graph"}
+
+
+class PassReturnError(Exception):
+    """The pass returned something that is not a graph (an ``execution`` violation, not a usage error)."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a pass produced: the resulting module, and ``modified`` when it reported one."""
+
+    gm: fx.GraphModule
+    modified: bool | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PassUnderTest:
+    """A pass normalised to ``apply(gm, example_inputs) -> Applied``.
+
+    ``reference`` is an import path that finds this pass again (for repro scripts and worker
+    processes), or None when the object is not importable (a lambda, a local function).
+    """
+
+    fn: object
+    form: str
+    name: str
+    reference: str | None = None
+    settings_factory: object = None
+
+    def apply(self, gm: fx.GraphModule, example_inputs: tuple) -> Applied:
+        work = snapshot(gm)
+        if self.form == "graph":
+            ret = self.fn(work.graph)
+            if ret is None or ret is work.graph:
+                return Applied(work)
+            if isinstance(ret, fx.Graph):
+                return Applied(fx.GraphModule(work, ret))
+            raise PassReturnError(f"returned {_type_name(ret)}, but should be None or a torch.fx.Graph "
+                                  f"(signature 'graph')")
+        if self.form == "gm-inputs":
+            ret = self.fn(work, list(example_inputs))
+        elif self.form == "gm-varargs":
+            ret = self.fn(work, *example_inputs)
+        elif self.form == "gm-settings":
+            ret = self.fn(work, self.settings_factory())
+        else:
+            ret = self.fn(work)
+        return _normalise(ret, work)
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name} ({self.form})>"
+
+
+def _normalise(ret, work: fx.GraphModule) -> Applied:
+    if isinstance(ret, fx.GraphModule):
+        return Applied(ret)
+    if ret is None:
+        return Applied(work)
+    if isinstance(ret, PassResult):
+        if not isinstance(ret.graph_module, fx.GraphModule):
+            raise PassReturnError(f"PassResult.graph_module={_type_name(ret.graph_module)}, but should be a GraphModule")
+        return Applied(ret.graph_module, bool(ret.modified))
+    if isinstance(ret, fx.Graph):
+        return Applied(fx.GraphModule(work, ret))
+    if isinstance(ret, (tuple, list)) and ret and isinstance(ret[0], fx.GraphModule):
+        return Applied(ret[0])  # e.g. replace_set_grad_with_hop_pass returns (gm, signature)
+    raise PassReturnError(f"returned {_type_name(ret)}, but should be a GraphModule, None (modified in "
+                          f"place), a PassResult or a torch.fx.Graph")
+
+
+def _type_name(obj) -> str:
+    return type(obj).__qualname__ if obj is not None else "None"
+
+
+# --- snapshots -----------------------------------------------------------------------------------
+
+
+def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
+    """An independent copy of ``gm``: new graph and nodes (meta dicts copied), cloned tensors.
+
+    Built node by node with ``Graph.graph_copy`` rather than ``copy.deepcopy`` (which raises
+    ``KeyError`` on a graph with use-before-def, and deep-copies every FakeTensor in meta).
+    """
+    graph = fx.Graph(tracer_cls=gm.graph._tracer_cls)
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    root = torch.nn.Module()
+    for node in gm.graph.nodes:
+        if node.op in ("get_attr", "call_module"):
+            _copy_attr(gm, root, node.target)
+    return fx.GraphModule(root, graph, class_name=type(gm).__name__ if type(gm) is not fx.GraphModule else "GraphModule")
+
+
+def _copy_attr(src: torch.nn.Module, dst: torch.nn.Module, target: str) -> None:
+    *path, leaf = target.split(".")
+    for name in path:
+        src = getattr(src, name)
+        if not hasattr(dst, name):
+            dst.add_module(name, torch.nn.Module())
+        dst = getattr(dst, name)
+    if hasattr(dst, leaf):
+        return
+    value = getattr(src, leaf)
+    if isinstance(value, torch.nn.Parameter):
+        dst.register_parameter(leaf, torch.nn.Parameter(clone_tensor(value.detach()), value.requires_grad))
+    elif isinstance(value, torch.Tensor):
+        dst.register_buffer(leaf, clone_tensor(value))
+    elif isinstance(value, torch.nn.Module):
+        dst.add_module(leaf, copy.deepcopy(value))
+    else:
+        setattr(dst, leaf, copy.deepcopy(value))
+
+
+def clone_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same values, shape, strides and storage offset (on its own storage)."""
+    return clone_inputs((t,))[0]
+
+
+def clone_inputs(tensors) -> tuple:
+    """Fresh copies of ``tensors``: same values, dtypes, sizes, strides and storage offsets, and
+    the same sharing: inputs that were views of one storage are views of one (new) storage."""
+    storages, out = {}, []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            out.append(copy.deepcopy(t))
+            continue
+        st = t.untyped_storage()
+        key = (st.data_ptr(), t.device) if st.nbytes() else id(t)
+        if key not in storages:
+            storages[key] = st.clone()
+        new = torch.empty(0, dtype=t.dtype, device=t.device).set_(storages[key], t.storage_offset(), t.shape, t.stride())
+        out.append(new.requires_grad_() if t.requires_grad else new)
+    return tuple(out)
+
+
+# --- resolution ----------------------------------------------------------------------------------
+
+
+def load_pass(target, *, signature: str | None = None, settings_factory=None) -> PassUnderTest:
+    """Normalise ``target`` (a callable, PassBase, PassManager, or import path) into a PassUnderTest.
+
+    Args:
+        signature: force one of ``SIGNATURES`` instead of detecting it.
+        settings_factory: a zero-argument callable (or import path to one) making the ``settings``
+            object for the ``gm-settings`` form.
+
+    Raises:
+        UsageError: the target cannot be imported, is not callable, or its form cannot be used.
+
+    >>> load_pass("torch._inductor.fx_passes.post_grad:remove_noop_ops").form
+    'graph'
+    """
+    if signature is not None and signature not in SIGNATURES:
+        raise UsageError(f"signature={signature!r}, but should be one of {', '.join(SIGNATURES)}")
+    if isinstance(target, PassUnderTest):
+        return target
+    reference = None
+    owner = None
+    if isinstance(target, str):
+        reference = target
+        target, owner = resolve(target)
+        if inspect.isclass(target) and issubclass(target, PassBase):
+            target = _instantiate(target, reference)
+    else:
+        reference = reference_of(target)
+    if not callable(target):
+        raise UsageError(f"target {reference or target!r} is a {_type_name(target)}, which is not callable; "
+                         f"pass a function, a PassBase instance or a PassManager")
+    if isinstance(settings_factory, str):
+        settings_factory, _ = resolve(settings_factory)
+        if not callable(settings_factory):
+            raise UsageError("settings_factory must name a callable that returns the settings object")
+    form = signature or detect_signature(target, owner)
+    if form == "gm-settings" and settings_factory is None:
+        raise UsageError(f"{reference or _display(target)} takes (gm, settings); give --settings-factory "
+                         f"pkg.mod:make_settings (a callable returning the settings object)")
+    return PassUnderTest(target, form, reference or _display(target), reference, settings_factory)
+
+
+def _instantiate(cls, reference: str):
+    try:
+        return cls()
+    except TypeError as exc:
+        raise UsageError(f"{reference} is a PassBase subclass that cannot be built without arguments "
+                         f"({exc}); point at an instance instead") from None
+
+
+def _display(fn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def detect_signature(fn, owner: type | None = None) -> str:
+    """The form of ``fn`` (a key of SIGNATURES), from its type, parameters and annotations."""
+    if isinstance(fn, (PassBase, PassManager, LegacyPassManager)):
+        return "gm"
+    if owner is not None and issubclass(owner, fx.Graph) and not isinstance(fn, types.MethodType):
+        return "graph"  # e.g. torch.fx:Graph.eliminate_dead_code, an unbound Graph method
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "gm"
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if not positional:
+        if varargs:
+            return "gm"
+        raise UsageError(f"{_display(fn)}{sig} takes no positional argument; a pass takes the graph first")
+    first = positional[0]
+    if len(required) >= 2:
+        second = required[1]
+        if len(required) > 2:
+            raise UsageError(f"{_display(fn)}{sig} needs {len(required)} arguments; supported forms are "
+                             f"{', '.join(SIGNATURES)} (use --signature to choose)")
+        name, ann = second.name.lower(), _annotation(second)
+        if name in _SETTINGS_NAMES or "settings" in ann:
+            return "gm-settings"
+        if name in _INPUT_NAMES or "sequence" in ann or "list" in ann or "tensor" in ann:
+            return "gm-inputs"
+        raise UsageError(f"cannot tell what the second parameter {second.name!r} of {_display(fn)}{sig} is; "
+                         f"use --signature gm-inputs or --signature gm-settings")
+    if varargs and len(required) == 1 and _annotation(first) != "graph":
+        return "gm-varargs"
+    ann = _annotation(first)
+    if ann == "graph" or (ann == "" and first.name in _GRAPH_NAMES):
+        return "graph"
+    return "gm"
+
+
+def _annotation(param) -> str:
+    """'graph', 'graphmodule' or the lower-cased annotation text ('' when there is none)."""
+    ann = param.annotation
+    if ann is param.empty:
+        return ""
+    if isinstance(ann, type):
+        if issubclass(ann, fx.GraphModule):
+            return "graphmodule"
+        if issubclass(ann, fx.Graph):
+            return "graph"
+        return ann.__name__.lower()
+    text = str(ann).replace("'", "").replace('"', "")
+    last = text.split("|")[0].strip().split(".")[-1]
+    if last == "Graph":
+        return "graph"
+    if last == "GraphModule":
+        return "graphmodule"
+    return text.lower()
+
+
+def resolve(path: str):
+    """Import ``pkg.mod:attr`` or ``path/to/file.py:attr``; returns (object, class it was found on)."""
+    if ":" not in path:
+        raise UsageError(f"target {path!r} should look like pkg.module:attr or path/to/file.py:attr")
+    module_part, attr_part = path.rsplit(":", 1)
+    if not module_part or not attr_part:
+        raise UsageError(f"target {path!r} should look like pkg.module:attr or path/to/file.py:attr")
+    module = _import_file(module_part) if module_part.endswith(".py") else _import_module(module_part)
+    obj, owner = module, None
+    for part in attr_part.split("."):
+        if not hasattr(obj, part):
+            where = getattr(obj, "__name__", type(obj).__name__)
+            raise UsageError(f"cannot find {part!r} in {where} (target {path!r})")
+        owner = obj if inspect.isclass(obj) else None
+        obj = getattr(obj, part)
+    return obj, owner
+
+
+def _import_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"cannot import module {name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code failed
+        raise UsageError(f"importing {name!r} raised {type(exc).__name__}: {exc}") from None
+
+
+def _import_file(file: str):
+    path = pathlib.Path(file).resolve()
+    if not path.is_file():
+        raise UsageError(f"cannot import {file!r}: no such file")
+    name = f"_fx_conformance_target_{path.stem}_{abs(hash(str(path))) % 10**8}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # so worker processes and pickling find it
+    sys.path.insert(0, str(path.parent))  # the file may import its neighbours
+    module.__fx_conformance_path__ = file  # before running it: reference_of() may be called meanwhile
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise UsageError(f"importing {file!r} raised {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def reference_of(obj) -> str | None:
+    """An import path that resolves back to ``obj`` (for repro scripts), or None."""
+    target = obj
+    if isinstance(obj, (PassBase, PassManager, LegacyPassManager)) or not hasattr(obj, "__qualname__"):
+        return None
+    module_name, qualname = getattr(target, "__module__", None), target.__qualname__
+    if not module_name or "<" in qualname:
+        return None
+    module = sys.modules.get(module_name)
+    if module_name == "__main__":  # importing the script again would re-run it: trust the name
+        file = getattr(module, "__file__", None)
+        return f"{file}:{qualname}" if file else None
+    prefix = getattr(module, "__fx_conformance_path__", None) or module_name
+    try:
+        found, _ = resolve(f"{prefix}:{qualname}")
+    except UsageError:
+        return None
+    return f"{prefix}:{qualname}" if found is obj or getattr(found, "__func__", None) is obj else None

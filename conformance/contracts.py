@@ -1,0 +1,100 @@
+"""Named contracts: postconditions a kind of pass promises, selected with ``--ensure NAME``.
+
+A contract is a function of a ``ContractContext`` returning messages (empty = kept). Register new
+ones with ``@register_contract``; later layers add theirs (e.g. ``pointwise-kernels-only``).
+
+>>> @register_contract("no-get-attr", "the result reads no module attributes")
+... def _no_get_attr(ctx):
+...     return [f"get_attr {n.target}, but should be none" for n in ctx.after.graph.nodes if n.op == "get_attr"]
+>>> "no-get-attr" in CONTRACTS
+True
+>>> del CONTRACTS["no-get-attr"]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from ._errors import UsageError
+from .invariants import node_label
+
+
+@dataclass(frozen=True)
+class ContractContext:
+    """What a contract may look at: both graphs, and one run of each on identical inputs."""
+
+    before: fx.GraphModule
+    after: fx.GraphModule
+    inputs: tuple  # inputs after the transformed graph's run
+    outputs: tuple  # outputs of the transformed graph's run
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    description: str
+    check: object  # Callable[[ContractContext], list[str]]
+    allows_alias_removal: bool = False  # the contract requires outputs to stop aliasing inputs
+
+
+CONTRACTS: dict = {}
+
+
+def register_contract(name: str, description: str, *, allows_alias_removal: bool = False):
+    """Decorator: register ``fn(ctx) -> list[str]`` as contract ``name``."""
+
+    def decorate(fn):
+        CONTRACTS[name] = Contract(name, description, fn, allows_alias_removal)
+        return fn
+
+    return decorate
+
+
+def get_contracts(names) -> tuple:
+    """The Contract objects for ``names``; UsageError naming the known ones for an unknown name."""
+    found = []
+    for name in names:
+        if name not in CONTRACTS:
+            raise UsageError(f"--ensure {name!r} is not a known contract; known: {', '.join(sorted(CONTRACTS))}")
+        found.append(CONTRACTS[name])
+    return tuple(found)
+
+
+def storage_of(t):
+    if not isinstance(t, torch.Tensor):
+        return None
+    st = t.untyped_storage()
+    return st.data_ptr() if st.nbytes() else None
+
+
+def is_mutating_target(node: fx.Node) -> bool:
+    """A node that writes to an operand: an op with a mutable schema, or an in-place method call."""
+    if node.op == "call_method":
+        return isinstance(node.target, str) and node.target.endswith("_") and not node.target.startswith("_")
+    schema = getattr(node.target, "_schema", None)
+    return node.op == "call_function" and schema is not None and schema.is_mutable
+
+
+@register_contract("functional", "no op with a mutable schema, and no output aliases an input",
+                   allows_alias_removal=True)
+def _functional(ctx: ContractContext) -> list:
+    errors = [f"mutating op={node.target}, but should be none in a functional graph [{node_label(ctx.after, node)}]"
+              for node in ctx.after.graph.nodes if is_mutating_target(node)]
+    inputs = {storage_of(t): i for i, t in enumerate(ctx.inputs) if storage_of(t) is not None}
+    for i, out in enumerate(ctx.outputs):
+        key = storage_of(out)
+        if key in inputs:
+            errors.append(f"output[{i}] aliases input[{inputs[key]}], but should not: a view of an input escapes "
+                          f"a functional graph")
+    return errors
+
+
+@register_contract("no-input-as-output", "no graph input is returned directly as an output (Torch-TensorRT)")
+def _no_input_as_output(ctx: ContractContext) -> list:
+    output = next(n for n in ctx.after.graph.nodes if n.op == "output")
+    flat = torch.utils._pytree.tree_leaves(output.args[0])
+    return [f"output[{i}]=%{a.name} (a placeholder), but should not be a graph input [{node_label(ctx.after, a)}]"
+            for i, a in enumerate(flat) if isinstance(a, fx.Node) and a.op == "placeholder"]

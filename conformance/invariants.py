@@ -1,0 +1,108 @@
+"""Graph validity: the one IR checker. Every message names the node index, op, target, its
+``meta['val']`` and its inputs, so a user can find the node in ``gm.code`` without a debugger."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from .oracle import describe, significant_strides
+
+
+def node_label(gm: fx.GraphModule, node: fx.Node) -> str:
+    """``node 4 %view: call_function aten.view.default(%x0, [3, 2]) meta['val']=float32[3, 2]``."""
+    index = next((i for i, n in enumerate(gm.graph.nodes) if n is node), "?")
+    val = node.meta.get("val")
+    meta = f" meta['val']={describe(val)}" if isinstance(val, torch.Tensor) else ""
+    try:
+        args = ", ".join([*(_arg(a) for a in node.args), *(f"{k}={_arg(v)}" for k, v in node.kwargs.items())])
+    except Exception:  # noqa: BLE001 - a label must never fail
+        args = "..."
+    return f"node {index} %{node.name}: {node.op} {_target(node.target)}({args}){meta}"
+
+
+def _target(target) -> str:
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__name__", None) or repr(target)
+    module = getattr(target, "__module__", "") or ""
+    if module.startswith("torch._ops."):
+        return f"{module.removeprefix('torch._ops.')}.{name}"
+    return str(target) if name == repr(target) else name
+
+
+def _arg(a) -> str:
+    if isinstance(a, fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_arg(x) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+    return repr(a)
+
+
+def structural_errors(gm: fx.GraphModule, n_inputs: int) -> list:
+    """Errors that make the graph unusable: lint failures, a changed signature, a failed recompile."""
+    try:
+        gm.graph.lint()
+    except Exception as exc:  # noqa: BLE001 - lint raises RuntimeError, AssertionError, KeyError...
+        return [f"graph.lint() raised {type(exc).__name__}: {_first_line(exc)}, but should pass"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != n_inputs:
+        names = ", ".join(n.name for n in placeholders)
+        return [f"placeholders={len(placeholders)} ({names}), but should be {n_inputs} (one per input; a pass "
+                f"must keep the graph's signature)"]
+    if not any(n.op == "output" for n in gm.graph.nodes):
+        return ["output node=missing, but should be present"]
+    try:
+        gm.recompile()
+    except Exception as exc:  # noqa: BLE001
+        return [f"gm.recompile() raised {type(exc).__name__}: {_first_line(exc)}, but should succeed"]
+    return []
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+class Recorder(fx.Interpreter):
+    """Runs a graph node by node, keeping each tensor result's metadata and the node that failed."""
+
+    def __init__(self, gm: fx.GraphModule):
+        super().__init__(gm)
+        self.seen = {}
+        self.failed = None
+
+    def run_node(self, n):
+        try:
+            out = super().run_node(n)
+        except Exception:
+            self.failed = n
+            raise
+        if isinstance(out, torch.Tensor):
+            self.seen[n] = (tuple(out.shape), out.dtype, significant_strides(out.shape, out.stride()))
+        return out
+
+
+def meta_val_errors(gm: fx.GraphModule, seen: dict) -> list:
+    """``meta['val']`` (where present) against what each node really produced: shape, dtype, strides."""
+    errors = []
+    for node, (shape, dtype, strides) in seen.items():
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not _concrete(val.shape):
+            continue
+        got = (tuple(val.shape), val.dtype, significant_strides(val.shape, val.stride()) if _concrete(val.stride()) else strides)
+        if got != (shape, dtype, strides):
+            want = f"{str(dtype).removeprefix('torch.')}{list(shape)} stride={_show(strides)}"
+            have = f"{str(got[1]).removeprefix('torch.')}{list(got[0])} stride={_show(got[2])}"
+            errors.append(f"meta['val']={have}, but should be {want} (what the node produces) "
+                          f"[{node_label(gm, node)}]")
+    return errors
+
+
+def _concrete(values) -> bool:
+    return all(isinstance(v, int) for v in values)
+
+
+def _show(strides) -> str:
+    return "(" + ", ".join("*" if s is None else str(s) for s in strides) + ")"

@@ -1,0 +1,230 @@
+"""The numerical oracle: one tolerance table, one comparison, one mismatch format.
+
+Policy (DESIGN.md): integers and bools exact. Floats first against the original's own result with
+``torch.testing``'s per-dtype tolerances; failing that, against an fp64 reference (the ORIGINAL
+graph run on inputs and constants upcast to float64, so casts inside the graph still round), where
+an element passes when the transformed error is within ``ERROR_RATIO`` times the original's error
+plus the dtype tolerance. Rounding noise passes; changed math, a dropped cast, a swapped operand
+do not. NaN positions and +-inf must match exactly; signed zeros only when asked.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+# dtype -> (rtol, atol): torch.testing.assert_close's defaults (torch/testing/_comparison.py).
+# One row per dtype; anything not listed (ints, bool, float8) compares exactly.
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+# How much larger than the original's own error (against fp64) the transformed error may be.
+ERROR_RATIO = 2.0
+ERROR_RATIO_LOW_PRECISION = 3.0  # float16 / bfloat16, and tensors of fewer than TINY elements
+TINY = 16
+
+
+def tolerance(dtype: torch.dtype) -> tuple:
+    """(rtol, atol) for ``dtype``; (0, 0) means exact."""
+    return TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def error_ratio(dtype: torch.dtype, numel: int) -> float:
+    if dtype in (torch.float16, torch.bfloat16) or numel < TINY:
+        return ERROR_RATIO_LOW_PRECISION
+    return ERROR_RATIO
+
+
+def significant_strides(shape, stride) -> tuple:
+    """Strides that change what a tensor means: none for an empty tensor, none of size-1 dims."""
+    if 0 in tuple(shape):
+        return ()
+    return tuple(st if n > 1 else None for n, st in zip(shape, stride))
+
+
+def describe(t) -> str:
+    """``float32[2, 3]`` plus ``stride=(1, 2)`` when not contiguous."""
+    if not isinstance(t, torch.Tensor):
+        return f"{type(t).__name__} {t!r}"
+    dt = str(t.dtype).removeprefix("torch.")
+    extra = "" if t.is_contiguous() else f" stride={tuple(t.stride())}"
+    return f"{dt}{list(t.shape)}{extra}"
+
+
+def compare_metadata(actual, expected, what: str, *, strides: bool) -> str | None:
+    """Shape, dtype (and significant strides + storage offset when ``strides``): first difference."""
+    if not isinstance(expected, torch.Tensor) or not isinstance(actual, torch.Tensor):
+        if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+            return f"{what}={describe(actual)}, but should be {describe(expected)}"
+        return None
+    if actual.shape != expected.shape:
+        return f"{what} shape={tuple(actual.shape)}, but should be {tuple(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        return f"{what} dtype={actual.dtype}, but should be {expected.dtype}"
+    if strides:
+        got = significant_strides(actual.shape, actual.stride())
+        want = significant_strides(expected.shape, expected.stride())
+        if got != want:
+            return f"{what} stride={tuple(actual.stride())}, but should be {tuple(expected.stride())}"
+        if actual.numel() and actual.storage_offset() != expected.storage_offset():
+            return f"{what} storage_offset={actual.storage_offset()}, but should be {expected.storage_offset()}"
+    return None
+
+
+def compare_values(actual, expected, what: str, *, reference=None, signed_zeros: bool = False) -> str | None:
+    """None when ``actual`` is acceptable for ``expected`` (same shape and dtype), else a message.
+
+    ``reference`` is the fp64 value of the original computation (or None when unavailable).
+    """
+    if not isinstance(expected, torch.Tensor):
+        if _scalar_equal(actual, expected):
+            return None
+        return f"{what}={actual!r}, but should be {expected!r}"
+    if expected.numel() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (e.is_floating_point() or e.is_complex()):
+        if torch.equal(a, e):
+            return None
+        bad = a != e
+        return _report(what, a, e, bad, "exactly equal (integer/bool dtype)")
+    a64, e64 = a.to(torch.float64), e.to(torch.float64)
+    nan_a, nan_e = torch.isnan(a64), torch.isnan(e64)
+    same = (a64 == e64) | (nan_a & nan_e)
+    if signed_zeros:
+        same &= torch.signbit(a64) == torch.signbit(e64)
+    if bool(same.all()):
+        return None
+    if not torch.equal(nan_a, nan_e):
+        return _report(what, a, e, nan_a != nan_e, "NaN at the same positions as the original")
+    inf_bad = (torch.isinf(a64) | torch.isinf(e64)) & (a64 != e64)
+    if bool(inf_bad.any()):
+        return _report(what, a, e, inf_bad, "+-inf at the same positions as the original")
+    if signed_zeros:
+        zero_bad = (a64 == 0) & (e64 == 0) & (torch.signbit(a64) != torch.signbit(e64))
+        if bool(zero_bad.any()):
+            return _report(what, a, e, zero_bad, "zeros of the same sign as the original")
+    rtol, atol = tolerance(e.dtype)
+    finite = torch.isfinite(e64)
+    close = ~finite | ((a64 - e64).abs() <= atol + rtol * e64.abs())
+    if bool(close.all()):
+        return None
+    k = error_ratio(e.dtype, e.numel())
+    rule = f"within rtol={rtol:g}, atol={atol:g} of the original"
+    if reference is not None and reference.shape == e.shape:
+        r64 = reference.detach().to(torch.float64)
+        err_a, err_e = (a64 - r64).abs(), (e64 - r64).abs()
+        ok = ~finite | ((err_a <= k * err_e + atol + rtol * r64.abs()) & torch.isfinite(r64))
+        if bool(ok.all()):
+            return None
+        rule += f", or within {k:g}x the original's error against the fp64 reference"
+        return _report(what, a, e, ~ok, rule, reference=r64)
+    return _report(what, a, e, ~close, rule)
+
+
+def _scalar_equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return type(a) is type(b) and a == b
+
+
+def _report(what, a, e, bad, rule, reference=None) -> str:
+    """The house mismatch message: count, then worst abs and rel error with index and values."""
+    n_bad, n = int(bad.sum()), bad.numel()
+    head = f"{what}: {n_bad} of {n} elements differ ({describe(e)}), but should be {rule}"
+    a64, e64 = a.to(torch.float64), e.to(torch.float64)
+    diff = torch.where(bad, (a64 - e64).abs(), torch.zeros((), dtype=torch.float64))
+    diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))
+    lines = [head]
+    i = int(torch.argmax(diff.flatten())) if bool(bad.any()) else 0
+    if not bool(torch.isfinite(diff.flatten()[i])):  # NaN or inf placement: errors are meaningless
+        return "\n".join(lines + [f"  first at index {_index(i, e.shape)}: got {_fmt(a.flatten()[i])}, "
+                                   f"expected {_fmt(e.flatten()[i])}"])
+    lines.append(f"  worst abs error {float(diff.flatten()[i]):.6g} at index {_index(i, e.shape)}: "
+                 f"got {_fmt(a.flatten()[i])}, expected {_fmt(e.flatten()[i])}"
+                 + (f" (fp64 reference {_fmt(reference.flatten()[i])})" if reference is not None else ""))
+    rel = diff / e64.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    j = int(torch.argmax(torch.nan_to_num(rel.flatten(), nan=float("inf"))))
+    if j != i and bool(bad.flatten()[j]):
+        lines.append(f"  worst rel error {float(rel.flatten()[j]):.6g} at index {_index(j, e.shape)}: "
+                     f"got {_fmt(a.flatten()[j])}, expected {_fmt(e.flatten()[j])}")
+    return "\n".join(lines)
+
+
+def _index(flat: int, shape) -> tuple:
+    idx = []
+    for n in reversed(tuple(shape)):
+        idx.append(flat % n)
+        flat //= n
+    return tuple(reversed(idx))
+
+
+def _fmt(x) -> str:
+    v = x.item()
+    return repr(v) if isinstance(v, (bool, int)) else f"{v:.8g}"
+
+
+# --- fp64 reference ------------------------------------------------------------------------------
+
+
+def upcast(tensors) -> tuple:
+    """Copies of ``tensors`` with floating dtypes as float64: same sizes, strides, offsets and storage
+    sharing (so the original graph's views and in-place writes mean the same thing)."""
+    storages, out = {}, []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dtype == torch.float64:
+            out.append(t.clone() if isinstance(t, torch.Tensor) else t)
+            continue
+        st = t.untyped_storage()
+        key = (st.data_ptr(), t.dtype) if st.nbytes() else id(t)
+        if key not in storages:
+            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
+            storages[key] = flat.to(torch.float64)
+        out.append(storages[key].as_strided(t.shape, t.stride(), t.storage_offset()))
+    return tuple(out)
+
+
+def reference_run(gm: fx.GraphModule, inputs: tuple):
+    """Run ``gm`` with floating inputs and constants upcast to float64: (outputs, inputs after).
+
+    Returns None when the graph cannot run that way (an op without a float64 kernel, say); the
+    oracle then falls back to the dtype table alone.
+    """
+    from .adapters import snapshot  # a copy: the constants of the caller's module stay as they are
+
+    try:
+        ref = snapshot(gm)
+        for node in ref.graph.nodes:
+            if node.op == "get_attr":
+                _upcast_attr(ref, node.target)
+        ref_inputs = upcast(inputs)
+        grad = torch.is_grad_enabled()
+        try:
+            outputs = ref(*ref_inputs)
+        finally:
+            torch._C._set_grad_enabled(grad)
+        return outputs, ref_inputs
+    except Exception:  # noqa: BLE001 - any failure only means "no reference available"
+        return None
+
+
+def _upcast_attr(gm: torch.nn.Module, target: str) -> None:
+    *path, leaf = target.split(".")
+    owner = gm
+    for name in path:
+        owner = getattr(owner, name)
+    value = getattr(owner, leaf)
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        new = upcast((value,))[0]
+        if leaf in owner._buffers:
+            owner._buffers[leaf] = new
+        elif leaf in owner._parameters:
+            owner._parameters[leaf] = torch.nn.Parameter(new, requires_grad=False)
+        else:
+            setattr(owner, leaf, new)

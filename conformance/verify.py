@@ -1,0 +1,435 @@
+"""Checking one graph: run the original and the pass's result on identical inputs, judge each property.
+
+``check(pass_, gm, inputs)`` is the unit that ``verify()`` repeats over generated graphs, that
+isolated workers run, and that repro scripts call. Properties (``PROPERTIES``):
+
+- ``validity``: the result lints, keeps the signature, recompiles, runs; ``meta['val']`` where
+  present matches what each node produces (shape, dtype, significant strides);
+- ``values``: outputs match under the oracle (count, shapes, dtypes, values; strides of outputs
+  that alias an input in the original);
+- ``mutations``: every input after the run matches (values and metadata), and so does grad mode;
+- ``aliasing``: which outputs alias inputs, constants or each other is unchanged (a contract such
+  as ``functional`` may allow aliases to be removed, never added);
+- ``contracts``: the ``ensure=`` names (``contracts.CONTRACTS``);
+- ``idempotence``: the pass applied to its own result changes nothing (code, ``modified``);
+- ``determinism``: the pass applied twice to the same graph gives the same code.
+
+A pass that raises, hangs (``timeout``) or returns a non-graph violates ``execution``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import traceback
+from contextlib import contextmanager
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from ._errors import UsageError
+from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
+from .adapters import PassReturnError, PassUnderTest, clone_inputs, load_pass
+from .contracts import ContractContext, get_contracts, storage_of
+from .invariants import Recorder, meta_val_errors, node_label, structural_errors
+from .oracle import compare_metadata, compare_values, reference_run
+
+
+class ExampleTimeout(BaseException):
+    """Raised (by SIGALRM) inside a pass that overran the example's time limit.
+
+    A BaseException, so a pass's own ``except Exception`` cannot swallow it.
+    """
+
+
+def resolve_properties(properties, ensure) -> tuple:
+    """Validated property names: the defaults when None, plus ``contracts`` when ``ensure`` is set."""
+    if properties is None:
+        names = list(DEFAULT_PROPERTIES)
+    else:
+        names = [p.strip() for p in (properties.split(",") if isinstance(properties, str) else properties) if p.strip()]
+        unknown = [p for p in names if p not in PROPERTIES]
+        if unknown:
+            raise UsageError(f"properties={','.join(unknown)} unknown; choose from {','.join(PROPERTIES)}")
+        if not names:
+            raise UsageError(f"properties is empty; choose from {','.join(PROPERTIES)}")
+    if ensure and "contracts" not in names:
+        names.append("contracts")
+    if "contracts" in names and not ensure:
+        raise UsageError("the contracts property needs at least one --ensure NAME")
+    return tuple(p for p in PROPERTIES if p in names)
+
+
+class Checker:
+    """Checks graphs against one pass with fixed options; ``check(gm, inputs) -> Verdict``."""
+
+    def __init__(self, pass_: PassUnderTest, *, properties=None, ensure=(), timeout: float | None = 10.0,
+                 signed_zeros: bool = False, device: str = "cpu"):
+        self.pass_ = pass_
+        self.ensure = tuple(ensure)
+        self.contracts = get_contracts(self.ensure)
+        self.properties = resolve_properties(properties, self.ensure)
+        self.timeout = timeout
+        self.signed_zeros = signed_zeros
+        self.device = device
+        self.alias_removal_ok = any(c.allows_alias_removal for c in self.contracts)
+
+    @property
+    def checked(self) -> tuple:
+        """Property names as reported: ``contracts`` expands to ``contracts:<name>``."""
+        out = []
+        for p in self.properties:
+            out.extend(f"contracts:{c}" for c in self.ensure) if p == "contracts" else out.append(p)
+        return tuple(out)
+
+    def check(self, gm: fx.GraphModule, inputs: tuple) -> Verdict:
+        """Judge the pass on ``gm`` with ``inputs`` (neither is modified)."""
+        run = _Run(self, gm, tuple(inputs))
+        try:
+            with deadline(self.timeout):
+                run.go()
+        except ExampleTimeout:
+            run.violation(EXECUTION, f"time={self.timeout:g} s elapsed, but the pass (with the runs of the graph it "
+                                     f"returned) should finish within the timeout: it hangs or is far too slow")
+        return run.verdict
+
+
+class _Run:
+    """The state of checking one example (a class so the steps can share what earlier ones ran)."""
+
+    def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple):
+        self.c, self.gm, self.inputs = checker, gm, inputs
+        self.verdict = Verdict(checked=checker.checked)
+        self._reference = False
+
+    def violation(self, prop: str, message: str) -> None:
+        self.verdict.violations.append(Violation(prop, message))
+
+    def wants(self, prop: str) -> bool:
+        return prop in self.c.properties
+
+    def go(self) -> None:
+        exp_in = clone_inputs(self.inputs)
+        exp_out, exp_grad = _call(self.gm, exp_in)
+        self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
+        applied = self._apply(self.gm, self.inputs)
+        if applied is None:
+            return
+        after = applied.gm
+        errors = structural_errors(after, len(self.inputs))
+        self.verdict.graph_after = _code(after)
+        if errors:
+            self.violation("validity", errors[0])
+            return
+        act_in = clone_inputs(self.inputs)
+        try:
+            act_out, act_grad = _call(after, act_in)
+        except Exception as exc:  # noqa: BLE001 - any failure of the result is the pass's
+            self.violation("validity", _run_failure(after, self.inputs, exc))
+            return
+        (exp_flat, exp_spec), _, _ = self.expected
+        act_flat, act_spec = pytree.tree_flatten(act_out)
+        if self.wants("validity"):
+            self._meta(after)
+        if self.wants("values"):
+            self._values(exp_flat, exp_spec, act_flat, act_spec, exp_in)
+        if self.wants("mutations"):
+            self._mutations(act_in, act_grad)
+        if self.wants("aliasing") and len(exp_flat) == len(act_flat):
+            self._aliasing(exp_flat, exp_in, act_flat, act_in, after)
+        if self.wants("contracts"):
+            ctx = ContractContext(self.gm, after, act_in, tuple(act_flat))
+            for contract in self.c.contracts:
+                for message in contract.check(ctx):
+                    self.violation(f"contracts:{contract.name}", message)
+        if self.wants("idempotence"):
+            self._idempotence(applied)
+        if self.wants("determinism"):
+            self._determinism(after)
+
+    # --- the pass ------------------------------------------------------------------------------
+    def _apply(self, gm, inputs):
+        grad = torch.is_grad_enabled()
+        try:
+            return self.c.pass_.apply(gm, clone_inputs(inputs))
+        except PassReturnError as exc:
+            self.violation(EXECUTION, str(exc))
+        except (ExampleTimeout, KeyboardInterrupt):
+            raise
+        except UsageError:
+            raise
+        except SystemExit as exc:
+            self.violation(EXECUTION, f"pass called sys.exit({exc.code!r}), but should return a graph")
+        except Exception as exc:  # noqa: BLE001 - the pass's own failure is a finding
+            self.violation(EXECUTION, f"pass raised {type(exc).__name__}: {_first_line(exc)}, but should return "
+                                      f"a graph{_where(exc)}")
+        finally:
+            torch._C._set_grad_enabled(grad)
+        return None
+
+    # --- properties ----------------------------------------------------------------------------
+    def _meta(self, after):
+        rec = Recorder(after)
+        grad = torch.is_grad_enabled()
+        try:
+            rec.run(*clone_inputs(self.inputs))
+        except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
+            self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
+                                       f"but should agree with forward(){_node(after, rec.failed)}")
+            return
+        finally:
+            torch._C._set_grad_enabled(grad)
+        for message in meta_val_errors(after, rec.seen)[:3]:
+            self.violation("validity", message)
+
+    def reference(self):
+        """fp64 run of the ORIGINAL graph: (flat outputs, inputs after), or None; computed once."""
+        if self._reference is False:
+            ref = reference_run(self.gm, clone_inputs(self.inputs))
+            self._reference = None if ref is None else (pytree.tree_leaves(ref[0]), ref[1])
+        return self._reference
+
+    def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in):
+        if len(act_flat) != len(exp_flat):
+            self.violation("values", f"outputs={len(act_flat)}, but should be {len(exp_flat)} (as the original returns)")
+            return
+        if act_spec != exp_spec:
+            self.violation("values", f"output structure={act_spec}, but should be {exp_spec}")
+            return
+        inputs = {storage_of(t) for t in exp_in} - {None}
+        for i, (a, e) in enumerate(zip(act_flat, exp_flat)):
+            what = f"output[{i}]"
+            message = compare_metadata(a, e, what, strides=storage_of(e) in inputs)
+            if message is None and isinstance(e, torch.Tensor):
+                ref = self.reference() if not _quick_equal(a, e) else None
+                message = compare_values(a, e, what, reference=ref[0][i] if ref else None,
+                                         signed_zeros=self.c.signed_zeros)
+            elif message is None:
+                message = compare_values(a, e, what)
+            if message:
+                self.violation("values", message)
+
+    def _mutations(self, act_in, act_grad):
+        _, exp_in, exp_grad = self.expected
+        for i, (a, e) in enumerate(zip(act_in, exp_in)):
+            what = f"input[{i}] after the run"
+            message = compare_metadata(a, e, what, strides=True)
+            if message is None and isinstance(e, torch.Tensor) and not _quick_equal(a, e):
+                ref = self.reference()
+                message = compare_values(a, e, what, reference=ref[1][i] if ref else None,
+                                         signed_zeros=self.c.signed_zeros)
+            if message:
+                original = self.inputs[i]
+                mutated = not (isinstance(e, torch.Tensor) and _quick_equal(e, original)
+                               and compare_metadata(e, original, "", strides=True) is None)
+                hint = "the original mutates it" if mutated else "the original leaves it unchanged"
+                self.violation("mutations", f"{message}\n  ({hint})")
+        if act_grad != exp_grad:
+            self.violation("mutations", f"grad mode after the run={act_grad}, but should be {exp_grad} "
+                                        f"(a _set_grad_enabled node was dropped or changed)")
+
+    def _aliasing(self, exp_flat, exp_in, act_flat, act_in, after):
+        want = alias_map(exp_flat, exp_in, _constants(self.gm))
+        got = alias_map(act_flat, act_in, _constants(after))
+        for i, (g, w) in enumerate(zip(got, want)):
+            added, removed = sorted(g - w), sorted(w - g)
+            if added:
+                self.violation("aliasing", f"output[{i}] aliases {', '.join(added)}, but should not "
+                                           f"(the original's output[{i}] aliases {_aliases(w)})")
+            elif removed and not self.c.alias_removal_ok:
+                self.violation("aliasing", f"output[{i}] aliases {_aliases(g)}, but should alias "
+                                           f"{', '.join(removed)} too (as the original's does)")
+
+    def _idempotence(self, applied):
+        again = self._apply(applied.gm, self.inputs)
+        if again is None:
+            return
+        first, second = _code(applied.gm), _code(again.gm)
+        if first != second:
+            self.violation("idempotence", f"code after a second application differs{_diff(first, second)}, but "
+                                          f"should be unchanged")
+        elif again.modified:
+            self.violation("idempotence", "PassResult.modified=True on a second application, but should be False "
+                                          "(the graph did not change)")
+
+    def _determinism(self, after):
+        again = self._apply(self.gm, self.inputs)
+        if again is None:
+            return
+        first, second = _code(after), _code(again.gm)
+        if first != second:
+            self.violation("determinism", f"code of a second run on the same graph differs{_diff(first, second)}, "
+                                          f"but should be identical")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _call(gm, inputs):
+    grad = torch.is_grad_enabled()
+    try:
+        out = gm(*inputs)
+        return out, torch.is_grad_enabled()
+    finally:
+        torch._C._set_grad_enabled(grad)
+
+
+def _quick_equal(a, e) -> bool:
+    """Bitwise-equal tensors (NaN payload included): the fast path for nearly every example."""
+    if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.dtype != e.dtype or a.shape != e.shape:
+        return False
+    if a.is_floating_point():
+        n = a.element_size()
+        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(n)
+        if view is None:
+            return False
+        return torch.equal(a.contiguous().view(view), e.contiguous().view(view))
+    return torch.equal(a, e)
+
+
+def alias_map(outputs, inputs, constants: dict) -> list:
+    """Per output, the set of what it shares storage with: 'input[i]', 'a constant', 'output[j]'."""
+    by_storage = {}
+    for i, t in enumerate(inputs):
+        by_storage.setdefault(storage_of(t), set()).add(f"input[{i}]")
+    for t in constants.values():
+        by_storage.setdefault(storage_of(t), set()).add("a constant")
+    out_keys = [storage_of(t) for t in outputs]
+    result = []
+    for i, key in enumerate(out_keys):
+        tags = set() if key is None else set(by_storage.get(key, ()))
+        tags |= {f"output[{j}]" for j, k in enumerate(out_keys) if j != i and k is not None and k == key}
+        result.append(frozenset(tags))
+    return result
+
+
+def _aliases(tags) -> str:
+    return ", ".join(sorted(tags)) if tags else "nothing"
+
+
+def _constants(gm: fx.GraphModule) -> dict:
+    found = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            try:
+                value = _fetch(gm, node.target)
+            except AttributeError:
+                continue
+            if isinstance(value, torch.Tensor):
+                found[node.target] = value
+    return found
+
+
+def _fetch(gm, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _code(gm) -> str:
+    try:
+        return gm.code.strip()
+    except Exception:  # noqa: BLE001 - code of a broken module is best-effort
+        return str(gm.graph)
+
+
+def _diff(a: str, b: str) -> str:
+    la, lb = a.splitlines(), b.splitlines()
+    for i, (x, y) in enumerate(zip(la, lb)):
+        if x != y:
+            return f" at line {i + 1}: {x.strip()!r} vs {y.strip()!r}"
+    return f" in length: {len(la)} vs {len(lb)} lines"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "(no message)"
+
+
+def _where(exc: BaseException) -> str:
+    """Where in the pass it raised: the innermost frame outside torch and this package."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/torch/" not in f.filename and "/conformance/" not in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" [at {f.filename}:{f.lineno} in {f.name}]"
+
+
+def _node(gm, node) -> str:
+    return f" [{node_label(gm, node)}]" if node is not None else ""
+
+
+def _run_failure(after, inputs, exc) -> str:
+    rec = Recorder(after)
+    grad = torch.is_grad_enabled()
+    try:
+        rec.run(*clone_inputs(inputs))
+    except Exception:  # noqa: BLE001 - we only want the failing node
+        pass
+    finally:
+        torch._C._set_grad_enabled(grad)
+    return (f"running the transformed graph raised {type(exc).__name__}: {_first_line(exc)}, but should run "
+            f"like the original{_node(after, rec.failed)}")
+
+
+@contextmanager
+def deadline(seconds: float | None):
+    """Raise ExampleTimeout in the main thread after ``seconds`` (no limit elsewhere, or for None)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _alarm(signum, frame):
+        raise ExampleTimeout()
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def can_time_out() -> bool:
+    """Whether ``deadline`` can interrupt a pass here (SIGALRM exists and this is the main thread)."""
+    return hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+
+
+def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), signature=None,
+          settings_factory=None, device: str = "cpu", timeout: float | None = 10.0,
+          signed_zeros: bool = False) -> Verdict:
+    """Check ``pass_`` on one graph: ``Verdict`` with the violated properties (``.ok`` when none).
+
+    ``gm`` and ``example_inputs`` are never modified. Nodes without ``meta['val']`` get it from an
+    eager run on a copy, as generated graphs have it (many passes read it).
+
+    >>> import torch, torch.fx as fx
+    >>> gm = fx.symbolic_trace(lambda x: torch.ops.aten.relu.default(x))
+    >>> check(lambda gm: gm, gm, (torch.randn(3),)).ok
+    True
+    """
+    from strategies import attach_meta
+
+    from .adapters import snapshot
+
+    put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
+    inputs = tuple(example_inputs)
+    if not isinstance(gm, fx.GraphModule):
+        raise UsageError(f"gm is a {type(gm).__name__}, but should be a torch.fx.GraphModule")
+    if any(n.op != "output" and "val" not in n.meta for n in gm.graph.nodes):
+        gm = attach_meta(snapshot(gm), clone_inputs(inputs))
+    try:
+        _call(gm, clone_inputs(inputs))
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"the graph given to check() raised {type(exc).__name__} on its own inputs: "
+                         f"{_first_line(exc)}") from None
+    checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
+                      device=device)
+    return checker.check(gm, inputs)
+
+
+__all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "deadline", "resolve_properties"]
