@@ -9,6 +9,7 @@ driver writes its repro scripts itself; graphs do not cross the pipe).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
@@ -119,6 +120,7 @@ def _describe(status) -> str:
 
 
 def _child(i: int, budget: int, search, fd: int) -> None:
+    faulthandler.disable()  # the parent reports the crash; no C-level traceback dump
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -8,6 +8,7 @@ of a fresh interpreter's torch import. Only the (plain-data) result is pickled b
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
@@ -39,6 +40,7 @@ def run_forked(fn, timeout: float | None):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never return into the caller's stack
+        faulthandler.disable()  # a crash here is the finding, not a traceback for the user's terminal
         os.close(read_fd)
         code = 0
         try:

@@ -99,7 +99,7 @@ def _size(case) -> tuple:
 
 
 def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
-           special_values: bool = True, ensure=(), properties=None, signature: str | None = None,
+           special_values: bool = True, constants: bool = True, ensure=(), properties=None, signature: str | None = None,
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
@@ -111,6 +111,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         graphs: "functional" (pure ops and views) or "mutating" (adds in-place ops, input and
             view mutation, metadata mutation, grad-mode regions).
         special_values: inputs may hold NaN, +-inf, -0.0, subnormals and extreme values.
+        constants: graphs may read tensor constants through ``get_attr`` (module buffers).
         ensure: contract names (``conformance.CONTRACTS``); properties: names or "a,b".
         timeout: seconds per example; isolate: run each example in a forked process (survives
             segfaults and os._exit); workers: independent searches in parallel processes.
@@ -222,7 +223,7 @@ def _options(args: dict) -> dict:
         raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
-    keep = ("max_examples", "graphs", "special_values", "ensure", "properties", "signature", "timeout",
+    keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
@@ -266,7 +267,8 @@ class _Stream:
 
 
 def _search(checker: Checker, put, opts, seed_value, max_examples, isolate, events, found):
-    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"])
+    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
+                      constants=opts["constants"])
 
     def run_one(case) -> Verdict:
         if not isolate:

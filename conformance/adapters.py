@@ -79,10 +79,12 @@ class PassUnderTest:
             ret = self.fn(work.graph)
             if ret is None or ret is work.graph:
                 return Applied(work)
+            if isinstance(ret, bool):  # "changed", as Graph.eliminate_dead_code returns
+                return Applied(work, ret)
             if isinstance(ret, fx.Graph):
                 return Applied(fx.GraphModule(work, ret))
-            raise PassReturnError(f"returned {_type_name(ret)}, but should be None or a torch.fx.Graph "
-                                  f"(signature 'graph')")
+            raise PassReturnError(f"returned {_type_name(ret)}, but should be None, a bool (changed) or a "
+                                  f"torch.fx.Graph (signature 'graph')")
         if self.form == "gm-inputs":
             ret = self.fn(work, list(example_inputs))
         elif self.form == "gm-varargs":
@@ -102,6 +104,8 @@ def _normalise(ret, work: fx.GraphModule) -> Applied:
         return Applied(ret)
     if ret is None:
         return Applied(work)
+    if isinstance(ret, bool):  # "changed", modified in place
+        return Applied(work, ret)
     if isinstance(ret, PassResult):
         if not isinstance(ret.graph_module, fx.GraphModule):
             raise PassReturnError(f"PassResult.graph_module={_type_name(ret.graph_module)}, but should be a GraphModule")

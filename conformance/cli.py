@@ -26,7 +26,8 @@ def _verify(args) -> int:
 
     try:
         result = verify(args.target, max_examples=args.max_examples, seed=args.seed, graphs=args.graphs,
-                        special_values=not args.no_special_values, ensure=args.ensure or (),
+                        special_values=not args.no_special_values, constants=not args.no_constants,
+                        ensure=args.ensure or (),
                         properties=args.properties, signature=args.signature,
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
@@ -66,6 +67,8 @@ def _add_verify(sub) -> None:
     v.add_argument("--graphs", choices=("functional", "mutating"), default="functional",
                    help="functional (default) or mutating: adds in-place ops, input and view mutation, grad regions")
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
+    v.add_argument("--no-constants", action="store_true",
+                   help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
     v.add_argument("--ensure", action="append", metavar="NAME", help="a contract the result must keep (repeatable)")
     v.add_argument("--properties", default=None, help=f"comma-separated subset of {','.join(PROPERTIES)} "
                                                       f"(default validity,values,mutations,aliasing)")

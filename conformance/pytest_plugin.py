@@ -5,14 +5,29 @@ from __future__ import annotations
 
 import collections
 import os
+import pathlib
+
+import pytest
 
 from . import profiles  # noqa: F401  (registers dev/ci/nightly before Hypothesis loads a profile)
+
+
+THIRD_PARTY_MODULE = pathlib.Path(__file__).resolve().parent / "suite" / "test_third_party_pass.py"
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("fx-conformance")
     group.addoption("--fx-summary", action="store_true", default=False,
                     help="print a per-module pass/fail table of the conformance suite at the end")
+    group.addoption("--fx-pass", default=None, metavar="TARGET",
+                    help="verify this pass (pkg.mod:attr or file.py:attr) with the conformance suite")
+    group.addoption("--fx-graphs", choices=("functional", "mutating"), default="functional",
+                    help="graphs for --fx-pass: functional (default) or mutating")
+    group.addoption("--fx-ensure", action="append", default=[], metavar="NAME",
+                    help="a contract --fx-pass must keep (repeatable)")
+    group.addoption("--fx-signature", default=None, help="the calling form of --fx-pass (default: detected)")
+    group.addoption("--fx-settings-factory", default=None, metavar="PKG.MOD:FN",
+                    help="settings factory for an fn(gm, settings) --fx-pass")
 
 
 def pytest_report_header(config):
@@ -26,8 +41,15 @@ def pytest_report_header(config):
     except ImportError:
         triton_version = "not installed"
     profile = config.getoption("hypothesis_profile", default=None) or os.environ.get("HYPOTHESIS_PROFILE", "default")
-    return (f"fx-conformance: torch {torch.__version__}, triton {triton_version}, "
-            f"hypothesis {hypothesis.__version__}, profile {profile}")
+    device = f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "cpu (no CUDA device)"
+    lines = [f"fx-conformance: torch {torch.__version__}, triton {triton_version}, "
+             f"hypothesis {hypothesis.__version__}, profile {profile}, device {device}"]
+    target = config.getoption("fx_pass", default=None)
+    if target:
+        ensure = ", ".join(config.getoption("fx_ensure")) or "none"
+        lines.append(f"fx-conformance: verifying {target} on {config.getoption('fx_graphs')} graphs, "
+                     f"contracts: {ensure}")
+    return lines
 
 
 class _Summary:
@@ -55,5 +77,8 @@ class _Summary:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a conformance-suite check")
+    # `pytest --fx-pass=X` with no test paths runs the third-party module, wherever pytest runs.
+    if config.getoption("fx_pass", default=None) and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(THIRD_PARTY_MODULE)]
     if config.getoption("fx_summary", default=False):
         config.pluginmanager.register(_Summary(), "fx-conformance-summary")

@@ -7,8 +7,8 @@ violation reproduced, 0 that it did not, 2 that the script cannot run (no target
 
 >>> import torch, torch.fx as fx
 >>> g = fx.Graph(); x = g.placeholder("x"); _ = g.output(g.call_function(torch.ops.aten.neg.default, (x,)))
->>> print(graph_source(fx.GraphModule(torch.nn.Module(), g)).splitlines()[4])
-    neg = g.call_function(torch.ops.aten.neg.default, (x,))
+>>> print(graph_source(fx.GraphModule(torch.nn.Module(), g)).splitlines()[5])
+    neg_default = g.call_function(torch.ops.aten.neg.default, (x,))
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ import torch.fx as fx
 from ._errors import HarnessError
 
 _WIDTH = 100  # longest line of a wrapped literal
-_HEADER = ("import operator", "", "import torch", "import torch.fx as fx")
-_NONFINITE = 'nan, inf = float("nan"), float("inf")'
-_PRELOADED = {"torch", "torch._C", "torch.ops", "operator", "builtins"}  # importable through _HEADER alone
-_RESERVED = {"g", "root", "fx", "torch", "operator", "nan", "inf", "complex", "float", "slice"}
+_PRELOADED = {"torch", "torch._C", "torch.ops", "operator", "builtins"}  # the script imports these
+_RESERVED = {"g", "root", "fx", "torch", "operator", "nan", "inf", "slice"}  # names node variables avoid
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # same-size int views
-# Where a callable without a usable __module__ may live (C functions, Tensor methods).
-_NAMESPACES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.special", "torch.linalg",
-               "torch.fft", "math")
+# Where a callable is looked up by name when its __module__ does not lead to it (C functions).
+_NAMESPACES = ("operator", "builtins", "torch", "torch.Tensor", "torch.nn.functional", "torch.special",
+               "torch.linalg", "torch.fft", "math")
 
 
 class _Unrenderable(Exception):
@@ -68,14 +66,10 @@ def _literal(value, names: dict) -> str:
     """Source that evaluates to ``value``; fx Nodes become the variables in ``names``."""
     if isinstance(value, fx.Node):
         return names[value]
-    if value is None or value is ... or isinstance(value, bool):
-        return repr(value)
-    if type(value) is int:
+    if value is None or value is ... or isinstance(value, bool) or type(value) is int:
         return repr(value)
     if type(value) is float:
         return _float(value)
-    if type(value) is complex:
-        return f"complex({_float(value.real)}, {_float(value.imag)})"
     if type(value) is str:
         return _str(value)
     if isinstance(value, (torch.dtype, torch.memory_format, torch.layout)):
@@ -116,19 +110,13 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.element_size() in _BITS and t.dtype is not torch.bool else t
 
 
-def _element_tokens(flat: torch.Tensor) -> list:
-    if flat.is_complex():
-        return [_literal(complex(v), {}) for v in flat.to(torch.complex128).tolist()]
-    if flat.is_floating_point():  # widening to float64 is exact for every float dtype
-        return [_float(v) for v in flat.to(torch.float32).tolist()]
-    return [repr(v) for v in flat.tolist()]
+def _device(t: torch.Tensor) -> str:
+    return "" if t.device.type == "cpu" else f", device={_str(str(t.device))}"
 
 
-def _spells_exactly(tokens: list, flat: torch.Tensor) -> bool:
-    """Whether the literal rebuilds ``flat`` bit for bit (NaN payloads other than +-nan do not)."""
+def _spells_exactly(values: list, flat: torch.Tensor) -> bool:
+    """Whether ``torch.tensor(values)`` is ``flat`` bit for bit (NaN payloads other than +-nan are not)."""
     try:
-        values = eval(f"[{', '.join(tokens)}]", {"__builtins__": {}, "nan": math.nan, "inf": math.inf,
-                                                  "complex": complex})
         return torch.equal(_bits(torch.tensor(values, dtype=flat.dtype)), _bits(flat))
     except (RuntimeError, TypeError, ValueError, OverflowError):
         return False
@@ -136,16 +124,20 @@ def _spells_exactly(tokens: list, flat: torch.Tensor) -> bool:
 
 def _base_lines(name: str, t: torch.Tensor, indent: str) -> list:
     """``name = torch.tensor([...])``: every element of ``t``'s storage, flat, exactly."""
-    n = t.untyped_storage().nbytes() // t.element_size()
-    flat = t.detach().as_strided((n,), (1,), 0).cpu()
-    device = "" if t.device.type == "cpu" else f", device={_str(str(t.device))}"
-    tokens = _element_tokens(flat)
-    if _spells_exactly(tokens, flat):
-        return _wrap(f"{name} = torch.tensor(", tokens, f", dtype={_torch_constant(t.dtype)}{device})", indent)
-    # A NaN payload (or a dtype torch.tensor cannot fill from Python numbers): write the bits.
+    flat = t.detach().as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0).cpu()
+    if flat.is_floating_point():  # widening to float64 is exact, and float(_float(x)) is x
+        tokens = [_float(v) for v in flat.to(torch.float64).tolist()]
+        values = [float(tok) for tok in tokens]
+    else:
+        values = flat.tolist()
+        tokens = [repr(v) for v in values]
+    if not flat.is_complex() and _spells_exactly(values, flat):
+        suffix = f", dtype={_torch_constant(t.dtype)}{_device(t)})"
+        return _wrap(f"{name} = torch.tensor(", tokens, suffix, indent)
+    # A NaN payload, a complex dtype, or one torch.tensor cannot fill from Python numbers: bits.
     ints = _BITS.get(t.element_size(), torch.int64)
     tokens = [repr(v) for v in flat.view(ints).tolist()]
-    suffix = f", dtype={_torch_constant(ints)}{device}).view({_torch_constant(t.dtype)})"
+    suffix = f", dtype={_torch_constant(ints)}{_device(t)}).view({_torch_constant(t.dtype)})"
     return [f"{indent}# bit patterns: these values have no exact float literal"] + _wrap(
         f"{name} = torch.tensor(", tokens, suffix, indent)
 
@@ -167,8 +159,7 @@ def _values_source(values, prefix: str, indent: str) -> tuple:
         geometry = f"{tuple(v.shape)!r}, {v.stride()!r}, {v.storage_offset()}"
         storage = v.untyped_storage()
         if storage.nbytes() == 0:
-            kw = f"dtype={_torch_constant(v.dtype)}" + ("" if v.device.type == "cpu" else f", device={_str(str(v.device))}")
-            expr = f"torch.empty(0, {kw}).as_strided({geometry})"
+            expr = f"torch.empty(0, dtype={_torch_constant(v.dtype)}{_device(v)}).as_strided({geometry})"
         else:
             if storage.nbytes() % v.element_size():
                 raise _Unrenderable(f"a {v.dtype} view of a {storage.nbytes()}-byte storage")
@@ -196,64 +187,52 @@ def inputs_source(inputs: tuple) -> str:
         lines, exprs = _values_source(tuple(inputs), "base", "    ")
     except _Unrenderable as exc:
         raise HarnessError(f"cannot write the example inputs as source: {exc}") from None
-    out = ["def make_inputs() -> tuple:",
-           '    """Fresh copies of the example inputs: exact values, strides, offsets and aliasing."""']
-    out += lines
-    if not exprs:
-        return "\n".join(out + ["    return ()"]) + "\n"
-    return "\n".join(out + ["    return ("] + [f"        {e}," for e in exprs] + ["    )"]) + "\n"
+    returned = ["    return (", *(f"        {e}," for e in exprs), "    )"] if exprs else ["    return ()"]
+    doc = '    """Fresh copies of the example inputs: exact values, strides, offsets and aliasing."""'
+    return "\n".join(["def make_inputs() -> tuple:", doc, *lines, *returned]) + "\n"
 
 
 # --- graphs --------------------------------------------------------------------------------------
 
 
 def _resolve(path: str):
-    """The object at dotted ``path`` through modules already imported, and the module: or Nones."""
+    """(module, object) at dotted ``path``, through modules already imported; (None, None) if none."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
-        module = sys.modules.get(".".join(parts[:i]))
-        if module is not None:
-            obj = module
-            try:
-                for attr in parts[i:]:
-                    obj = getattr(obj, attr)
-            except AttributeError:
-                return None, None
+        obj = sys.modules.get(".".join(parts[:i]))
+        if obj is not None:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
             return ".".join(parts[:i]), obj
     return None, None
 
 
 def _candidate_paths(fn):
+    name, module, qualname = (getattr(fn, a, None) for a in ("__name__", "__module__", "__qualname__"))
     if isinstance(fn, torch._ops.OpOverload):
         yield f"torch.ops.{fn.namespace}.{fn.overloadpacket.__name__}.{fn._overloadname}"
     elif isinstance(fn, torch._ops.OpOverloadPacket):
         yield "torch.ops." + fn._qualified_op_name.replace("::", ".")
     elif isinstance(fn, torch._ops.HigherOrderOperator):
-        yield f"torch.ops.{fn.namespace}.{fn.__name__}"
-    name = getattr(fn, "__name__", None)
-    if isinstance(name, str):
-        yield f"operator.{name}"
-        yield f"builtins.{name}"
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if isinstance(module, str) and isinstance(qualname, str) and module != "__main__":
-        yield f"{module}.{qualname}"
+        yield f"torch.ops.{fn.namespace}.{name}"
     if isinstance(name, str):
         yield from (f"{ns}.{name}" for ns in _NAMESPACES)
+    if isinstance(module, str) and isinstance(qualname, str) and module != "__main__":
+        yield f"{module}.{qualname}"
 
 
 def _callable(fn, imports: set, reserved: set) -> str:
-    """``torch.ops.aten.add.Tensor``, ``operator.getitem``, ``mypkg.mod.fn`` (import noted)."""
+    """``torch.ops.aten.add.Tensor``, ``operator.getitem``, ``len``, ``mypkg.mod.fn`` (import noted)."""
     for path in _candidate_paths(fn):
         module, obj = _resolve(path)
-        if obj is not fn:
-            continue
-        if module == "builtins":
-            reserved.add(path.removeprefix("builtins."))
-            return path.removeprefix("builtins.")
-        if module not in _PRELOADED:
-            imports.add(module)
-            reserved.add(module.split(".")[0])
-        return path
+        if obj is fn and module == "builtins":
+            reserved.add(fn.__name__)
+            return fn.__name__
+        if obj is fn:
+            if module not in _PRELOADED:
+                imports.add(module)
+                reserved.add(module.split(".")[0])
+            return path
     raise _Unrenderable(f"the target {fn!r} is not importable by name (a lambda, a local or __main__ "
                         "function?); use a module-level function or a torch.ops overload")
 
@@ -271,10 +250,10 @@ def _variables(nodes: list, reserved: set) -> dict:
 
 
 def _explicit_names(nodes: list) -> set:
-    """Nodes whose name differs from the one fx would give them when rebuilt in order.
+    """Nodes whose name is not the one fx gives them when rebuilt in order (they get ``name=``).
 
-    Replays the rebuild on a scratch graph, restarting after each mismatch, so only the nodes that
-    need it get ``name=`` (after a pass erased nodes, names such as ``add_3`` need it).
+    Replays the rebuild on a scratch graph, restarting after each mismatch: after a pass erased
+    nodes, names such as ``add_3`` need it, and the other nodes stay uncluttered.
     """
     explicit: set = set()
     while True:
@@ -290,93 +269,86 @@ def _explicit_names(nodes: list) -> set:
             return explicit
 
 
+def _node_error(node: fx.Node, reason) -> HarnessError:
+    return HarnessError(f"cannot write node {node.name!r} ({node.op} {node.target!r}) as source: {reason}")
+
+
 def _graph_parts(gm: fx.GraphModule) -> tuple:
     """(modules to import, source of ``build_graph``) for ``gm``."""
-    nodes = list(gm.graph.nodes)
-    imports, reserved, targets = set(), set(_RESERVED), {}
-    buffers = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
-    for node in nodes:
+    nodes, imports, reserved, rendered = list(gm.graph.nodes), set(), set(_RESERVED), {}
+    for node in nodes:  # targets first: the modules they import are names node variables avoid
         try:
             if node.op == "call_module":
-                raise _Unrenderable("call_module nodes are not supported; inline submodules "
-                                    "(e.g. make_fx or torch.export) before checking")
+                raise _Unrenderable("call_module is not supported; inline submodules first "
+                                    "(make_fx or torch.export give call_function graphs)")
             if node.op == "call_function":
-                targets[node] = _callable(node.target, imports, reserved)
+                rendered[node] = _callable(node.target, imports, reserved)
             if node.type is not None:
-                targets[(node, "type")] = _callable(node.type, imports, reserved)
+                rendered[node, "type"] = _callable(node.type, imports, reserved)
         except _Unrenderable as exc:
-            raise HarnessError(f"cannot write node {node.name!r} ({node.op} {node.target!r}) "
-                               f"as source: {exc}") from None
-    reserved |= {f"const{i}" for i in range(len(buffers))}
-    names, explicit = _variables(nodes, reserved), _explicit_names(nodes)
+            raise _node_error(node, exc) from None
+    buffers = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
+    names = _variables(nodes, reserved | {f"const{i}" for i in range(len(buffers))})
+    explicit = _explicit_names(nodes)
     out = ["def build_graph() -> fx.GraphModule:",
            '    """The graph the pass was given, node for node (meta is re-attached by the harness)."""',
-           "    root = torch.nn.Module()"]
-    out += _buffer_lines(gm, buffers, nodes)
-    out.append("    g = fx.Graph()")
+           "    root = torch.nn.Module()", *_buffer_lines(gm, buffers, nodes), "    g = fx.Graph()"]
     for node in nodes:
         try:
-            out.append("    " + _node_line(node, names, targets, node in explicit))
+            out.append("    " + _node_line(node, names, rendered, node in explicit))
         except _Unrenderable as exc:
-            raise HarnessError(f"cannot write node {node.name!r} ({node.op} {node.target!r}) "
-                               f"as source: {exc}") from None
-    out.append("    return fx.GraphModule(root, g)")
-    return sorted(imports), "\n".join(out) + "\n"
+            raise _node_error(node, exc) from None
+    return sorted(imports), "\n".join([*out, "    return fx.GraphModule(root, g)"]) + "\n"
 
 
 def _buffer_lines(gm: fx.GraphModule, targets: list, nodes: list) -> list:
+    """Each get_attr constant registered on ``root`` (and the submodules of dotted targets)."""
     values = []
     for target in targets:
-        obj = gm
-        try:
-            for attr in target.split("."):
-                obj = getattr(obj, attr)
-        except AttributeError:
-            raise HarnessError(f"get_attr target {target!r} does not exist on the GraphModule") from None
-        if not isinstance(obj, torch.Tensor):
+        value = gm
+        for attr in target.split("."):
+            value = getattr(value, attr, None)
+        if not isinstance(value, torch.Tensor):
             node = next(n for n in nodes if n.op == "get_attr" and n.target == target)
-            raise HarnessError(f"cannot write node {node.name!r} (get_attr {target!r}) as source: it "
-                               f"reads a {type(obj).__name__}, and only tensor constants are supported")
-        values.append(obj)
+            raise _node_error(node, f"it reads a {type(value).__name__}, but only tensor constants "
+                                    "are supported")
+        values.append(value)
     try:
         lines, exprs = _values_source(values, "const", "    ")
     except _Unrenderable as exc:
         raise HarnessError(f"cannot write the graph's constants as source: {exc}") from None
-    made = set()
+    made = {""}
     for target, value, expr in zip(targets, values, exprs):
-        *path, attr = target.split(".")
-        for i in range(len(path)):  # submodules of dotted targets, outermost first
-            if ".".join(path[:i + 1]) not in made:
-                made.add(".".join(path[:i + 1]))
-                owner = f'root.get_submodule({_str(".".join(path[:i]))})' if i else "root"
-                lines.append(f"    {owner}.add_module({_str(path[i])}, torch.nn.Module())")
-        owner = f"root.get_submodule({_str('.'.join(path))})" if path else "root"
+        path = target.split(".")
+        for i in range(1, len(path)):  # submodules, outermost first
+            if ".".join(path[:i]) not in made:
+                made.add(".".join(path[:i]))
+                owner = f"root.get_submodule({_str('.'.join(path[:i - 1]))})" if i > 1 else "root"
+                lines.append(f"    {owner}.add_module({_str(path[i - 1])}, torch.nn.Module())")
+        owner = f"root.get_submodule({_str('.'.join(path[:-1]))})" if len(path) > 1 else "root"
         if isinstance(value, torch.nn.Parameter):
-            expr = f"torch.nn.Parameter({expr.removesuffix('.requires_grad_()')}, requires_grad={value.requires_grad})"
-            lines.append(f"    {owner}.register_parameter({_str(attr)}, {expr})")
+            expr = f"torch.nn.Parameter({expr.removesuffix('.requires_grad_()')}, {value.requires_grad})"
+            lines.append(f"    {owner}.register_parameter({_str(path[-1])}, {expr})")
         else:
-            lines.append(f"    {owner}.register_buffer({_str(attr)}, {expr})")
+            lines.append(f"    {owner}.register_buffer({_str(path[-1])}, {expr})")
     return lines
 
 
-def _node_line(node: fx.Node, names: dict, targets: dict, explicit: bool) -> str:
-    var = names[node]
+def _node_line(node: fx.Node, names: dict, rendered: dict, explicit: bool) -> str:
+    var, op, target = names[node], node.op, _str(node.target) if isinstance(node.target, str) else ""
     args, kwargs = _literal(tuple(node.args), names), _literal(dict(node.kwargs), names)
-    extra = f", type_expr={targets[(node, 'type')]}" if (node, "type") in targets else ""
-    if node.op == "output":
+    extra = f", type_expr={rendered[node, 'type']}" if (node, "type") in rendered else ""
+    if op == "output":
         return f"g.output({_literal(node.args[0], names)}{extra})"
-    if explicit and node.op != "call_function":
-        return (f"{var} = g.create_node({_str(node.op)}, {_str(node.target)}, {args}, {kwargs}, "
-                f"name={_str(node.name)}{extra})")
-    if node.op == "placeholder":
+    if explicit and op != "call_function":  # only call_function takes name=
+        return f"{var} = g.create_node({_str(op)}, {target}, {args}, {kwargs}, name={_str(node.name)}{extra})"
+    if op == "placeholder":
         default = f", default_value={_literal(node.args[0], names)}" if node.args else ""
-        return f"{var} = g.placeholder({_str(node.target)}{extra}{default})"
-    if node.op == "get_attr":
-        return f"{var} = g.get_attr({_str(node.target)}{extra})"
-    call = targets[node] if node.op == "call_function" else _str(node.target)
-    rest = f", {kwargs}" if node.kwargs else ""
-    name = f", name={_str(node.name)}" if explicit else ""
-    return f"{var} = g.{node.op}({call}, {args}{rest}{extra}{name})"
+        return f"{var} = g.placeholder({target}{extra}{default})"
+    if op == "get_attr":
+        return f"{var} = g.get_attr({target}{extra})"
+    rest = (f", {kwargs}" if node.kwargs else "") + extra + (f", name={_str(node.name)}" if explicit else "")
+    return f"{var} = g.{op}({rendered.get(node, target)}, {args}{rest})"
 
 
 def graph_source(gm: fx.GraphModule) -> str:
@@ -392,79 +364,103 @@ def graph_source(gm: fx.GraphModule) -> str:
 # --- the script ----------------------------------------------------------------------------------
 
 
+_SCRIPT = '''"""fx-conformance counterexample: {headline}.
+
+Generated by fx-conformance {version} on {today} (UTC) for {where}.
+Run:  python {filename}   (exit 1 = reproduced, 0 = not reproduced, 2 = cannot run)
+{reverify}
+"""
+
+import operator
+
+import torch
+import torch.fx as fx
+{imports}
+nan, inf = float("nan"), float("inf")
+
+{target}
+{options}
+
+
+{build_graph}
+
+{make_inputs}
+
+def main() -> int:
+    gm, inputs = build_graph(), make_inputs()
+    print("graph before the pass:")
+    print(gm.code)
+{target_check}    try:
+        from conformance import check
+    except ImportError:
+        print("fx-conformance is not installed: pip install fx-conformance")
+        return 2
+    verdict = check(TARGET, gm, inputs, **OPTIONS)
+    print("graph after the pass:")
+    print(verdict.graph_after or "<no graph: the pass did not return one>")
+    print(verdict)
+    return 0 if verdict.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+# What fx-conformance reported when it found this example:
+{found}
+'''
+_NO_TARGET = '''    if TARGET is None:
+        print("TARGET is not set: the pass was not importable when this script was written; "
+              "set TARGET to its import path, e.g. 'mypkg.passes:my_pass'")
+        return 2
+'''
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
 def _doc(text: str) -> str:
-    return " ".join(text.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return _printable(" ".join(text.split())).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
 def _default_name(target: str | None, prop: str) -> str:
-    where = "unknown"
-    if target:
-        module, _, attr = target.rpartition(":") if ":" in target else (target, "", "")
-        if module.endswith(".py") or "/" in module or "\\" in module:
-            module = Path(module.replace("\\", "/")).stem
-        where = f"{module}_{attr}" if attr else module
-    return f"repro_{where}_{prop}"
+    if not target:
+        return f"repro_unknown_{prop}"
+    module, _, attr = target.rpartition(":") if ":" in target else (target, "", "")
+    if module.endswith(".py") or "/" in module or "\\" in module:
+        module = Path(module.replace("\\", "/")).stem
+    return f"repro_{module}_{attr}_{prop}"
 
 
-def _filename(name: str) -> str:
-    stem = re.sub(r"_+", "_", re.sub(r"\W", "_", name.removesuffix(".py"), flags=re.ASCII)).strip("_")
-    return (stem or "repro")[:80]
-
-
-def _main_lines(has_target: bool) -> list:
-    lines = ["def main() -> int:",
-             "    gm, inputs = build_graph(), make_inputs()",
-             '    print("graph before the pass:")',
-             "    print(gm.code)"]
-    if not has_target:
-        lines += ["    if TARGET is None:",
-                  '        print("TARGET is not set: the pass was not importable when this script was "',
-                  '              "written; set TARGET to its import path, e.g. \\"mypkg.passes:my_pass\\"")',
-                  "        return 2"]
-    return lines + [
-        "    try:",
-        "        from conformance import check",
-        "    except ImportError:",
-        '        print("fx-conformance is not installed: pip install fx-conformance")',
-        "        return 2",
-        "    verdict = check(TARGET, gm, inputs, **OPTIONS)",
-        '    print("graph after the pass:")',
-        '    print(verdict.graph_after or "<no graph: the pass did not return one>")',
-        "    print(verdict)",
-        "    return 0 if verdict.ok else 1"]
-
-
-def _script(filename: str, *, gm, example_inputs, target, violation, options) -> str:
+def _script(*, gm, example_inputs, target, violation, options) -> str:
+    """The script's text, with "\\0" where its file name goes."""
     imports, graph = _graph_parts(gm)
-    inputs = inputs_source(example_inputs)
     try:
         items = [f"{_str(str(k))}: {_literal(v, {})}" for k, v in (options or {}).items()]
     except _Unrenderable as exc:
         raise HarnessError(f"cannot write the checker options as source: {exc}") from None
-    one_line = "OPTIONS = {" + ", ".join(items) + "}"
-    options_src = one_line if len(one_line) <= _WIDTH else "\n".join(
-        ["OPTIONS = {"] + [f"    {item}," for item in items] + ["}"])
+    options_src = "OPTIONS = {" + ", ".join(items) + "}"
+    if len(options_src) > _WIDTH:
+        options_src = "\n".join(["OPTIONS = {", *(f"    {item}," for item in items), "}"])
     try:
         version = metadata.version("fx-conformance")
     except metadata.PackageNotFoundError:
         version = "(unknown version)"
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    headline = _doc(f"{violation.property}: {violation.headline}").rstrip(".")
-    where = _doc(target) if target else "a pass that was not importable"
-    doc = [f'"""fx-conformance counterexample: {headline}.', "",
-           f"Generated by fx-conformance {version} on {today} (UTC) for {where}.",
-           f"Run:  python {filename}   (exit 1 = reproduced, 0 = not reproduced, 2 = cannot run)",
-           f"Re-verify: fx-conformance verify {_doc(target)}" if target
-           else "Re-verify: set TARGET below, then fx-conformance verify <that import path>", '"""']
-    target_src = (f"TARGET = {_str(target)}" if target else
-                  'TARGET = None  # set this to the pass\'s import path, e.g. "mypkg.passes:my_pass"')
-    found = [f"# {line}".rstrip() for line in f"{violation.property}: {violation.message}".splitlines()]
-    header = "\n".join([*_HEADER, *(f"import {m}" for m in imports)])
-    defs = [graph.rstrip(), inputs.rstrip(), "\n".join(_main_lines(bool(target))),
-            'if __name__ == "__main__":\n    raise SystemExit(main())']
-    return ("\n\n".join(["\n".join(doc), header, _NONFINITE, f"{target_src}\n{options_src}"]) + "\n\n\n"
-            + "\n\n\n".join(defs) + "\n\n"
-            + "# What fx-conformance reported when it found this example:\n" + "\n".join(found) + "\n")
+    found = f"{violation.property}: {violation.message}".splitlines()
+    if target:
+        where, reverify = _doc(target), f"Re-verify: fx-conformance verify {_doc(target)}"
+        target_src = f"TARGET = {_str(target)}"
+    else:
+        where = "a pass that was not importable"
+        reverify = "Re-verify: set TARGET below, then run fx-conformance verify <that import path>"
+        target_src = 'TARGET = None  # set this to the pass\'s import path, e.g. "mypkg.passes:my_pass"'
+    return _SCRIPT.format(
+        headline=_doc(f"{violation.property}: {violation.headline}").rstrip("."), version=version,
+        today=today, filename="\0", where=where, reverify=reverify, target=target_src,
+        imports="".join(f"import {m}\n" for m in imports), options=options_src, build_graph=graph,
+        make_inputs=inputs_source(example_inputs), target_check="" if target else _NO_TARGET,
+        found="\n".join(f"# {_printable(line)}".rstrip() for line in found))
 
 
 def write_repro(directory, *, gm: fx.GraphModule, example_inputs: tuple, target: str | None,
@@ -490,9 +486,9 @@ def write_repro(directory, *, gm: fx.GraphModule, example_inputs: tuple, target:
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    stem = _filename(name or _default_name(target, violation.property))
-    # Rendered once; "\0" (never in Python source) stands for the file name until it is known.
-    script = _script("\0", gm=gm, example_inputs=example_inputs, target=target, violation=violation,
+    stem = re.sub(r"\W+", "_", (name or _default_name(target, violation.property)).removesuffix(".py"),
+                  flags=re.ASCII).strip("_")[:80] or "repro"
+    script = _script(gm=gm, example_inputs=example_inputs, target=target, violation=violation,
                      options=options)
     for n in range(1, 10_000):
         path = directory / (f"{stem}.py" if n == 1 else f"{stem}_{n}.py")

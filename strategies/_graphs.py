@@ -23,7 +23,7 @@ from ._draws import choose, flag, integers
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._meta import shared_fake_mode
-from ._ops import OPS
+from ._ops import OPS, WEIGHTS
 from ._tensors import check_dtype, dtypes as _dtypes, shapes as _shapes, tensor_with_layout
 from ._validation import check_bool, check_int_range, check_size_pair, check_strategy
 
@@ -76,7 +76,9 @@ class _Config:
         self.mutations, self.special_values, self.constants = mutations, special_values, constants
         self.kinds = _step_kinds(rows, mutations, False)
         self.region_kinds = _step_kinds(rows, mutations, True)
-        self.by_category = {c: tuple(r for r in rows if r.category == c) for c in C.CATEGORIES}
+        # Rows repeated by weight (WEIGHTS): common ops come up more often; the first row stays first.
+        self.by_category = {c: tuple(r for r in rows if r.category == c for _ in range(WEIGHTS.get(r.overload, 1)))
+                            for c in C.CATEGORIES}
 
     def __repr__(self) -> str:
         return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
@@ -178,14 +180,14 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
             builder.add_input(base, layout)
-        # The step count is drawn first (so big graphs are common) and each step is its own span
-        # (so the shrinker can delete or simplify steps one at a time).
-        for _ in range(draw(integers(cfg.min_nodes, cfg.max_nodes))):
-            draw(_step(ctx, cfg))
-        for _ in range(2 * cfg.min_nodes):  # rejected steps may leave the graph short
-            if builder.n_calls >= cfg.min_nodes:
+        # The node count is drawn first (so big graphs are common) and each step is its own span (so
+        # the shrinker can delete or simplify steps one at a time); a rejected step is retried.
+        # The larger of two draws: Hypothesis favours the lower bound, and one-node graphs find little.
+        target = max(draw(integers(cfg.min_nodes, cfg.max_nodes)), draw(integers(cfg.min_nodes, cfg.max_nodes)))
+        for _ in range(2 * target):
+            if builder.n_calls >= target:
                 break
-            _do_step(draw, ctx, cfg)
+            draw(_step(ctx, cfg))
         if builder.n_calls < cfg.min_nodes:
             reject()
         draw(_outputs(builder))
@@ -251,7 +253,10 @@ def _duplicate(draw, b: GraphBuilder, candidates: list) -> None:
 
 @st.composite
 def _outputs(draw, b: GraphBuilder) -> None:
-    calls = [v for v in b.values if v.call is not None]
+    # Outputs depend on an input: a value computed from constants alone is what constant folding
+    # exists to fold, and returning one (or a view of a buffer) is not what real graphs do.
+    live = _input_dependent(b)
+    calls = [v for v in b.values if v.call is not None and v.node in live]
     placeholders = [v for v in b.values if v.node.op == "placeholder"]
     if not calls and not placeholders:
         reject()
@@ -262,6 +267,14 @@ def _outputs(draw, b: GraphBuilder) -> None:
     if placeholders and draw(integers(0, 3)) == 3:
         outs.append(choose(draw, placeholders))
     b.output(list(dict.fromkeys(outs)))
+
+
+def _input_dependent(b: GraphBuilder) -> set:
+    live = set()
+    for v in b.values:
+        if v.node.op == "placeholder" or any(a in live for a in v.node.all_input_nodes):
+            live.add(v.node)
+    return live
 
 
 __all__ = ["FEATURES", "GraphCase", "graphs"]

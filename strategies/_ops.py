@@ -163,3 +163,47 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.squeeze_.dim, INPLACE, (T, SQUEEZABLE_DIM), ANY, mutates_metadata=True),
     OpSpec(aten.as_strided_.default, INPLACE, (T, STRIDED), ANY, mutates_metadata=True),
 )
+
+# How often to draw an op relative to the rest of its category (default 1). Real ATen graphs, and
+# the rewrites that target them, are dominated by a few ops; drawing those more often makes a bug
+# that only fires on, say, ``sub.Tensor`` with operands of different rank show up within a couple of
+# hundred graphs instead of a couple of thousand. Every other row stays reachable.
+WEIGHTS: dict = {
+    aten.add.Tensor: 5,  # the most common op of all; alpha and broadcasting included
+    aten.sub.Tensor: 4,
+    aten.mul.Tensor: 5,
+    aten.div.Tensor: 4,
+    aten.where.self: 3,
+    aten._to_copy.default: 4,  # dtype casts: promotion and rounding bugs live here
+    aten.neg.default: 2,
+    aten.exp.default: 2,
+    aten.relu.default: 3,
+    aten.sigmoid.default: 2,
+    aten.tanh.default: 2,
+    aten.rsqrt.default: 2,
+    aten.maximum.default: 3,  # NaN propagation
+    aten.minimum.default: 3,
+    aten.clamp.default: 2,
+    aten.clamp_min.default: 2,
+    aten.pow.Tensor_Scalar: 2,
+    aten.gt.Tensor: 2,
+    aten.eq.Tensor: 2,
+    aten.gelu.default: 2,
+    aten.view.default: 4,
+    aten.reshape.default: 3,
+    aten.permute.default: 3,
+    aten.expand.default: 3,
+    aten.unsqueeze.default: 3,
+    aten.squeeze.dim: 2,
+    aten.slice.Tensor: 3,
+    aten.select.int: 2,
+    aten.transpose.int: 2,
+    aten.sum.dim_IntList: 3,
+    aten.mean.dim: 3,
+    aten.amax.default: 2,
+    aten.clone.default: 3,
+    aten.cat.default: 2,
+    aten.add_.Tensor: 3,
+    aten.mul_.Tensor: 3,
+    aten.copy_.default: 3,
+}

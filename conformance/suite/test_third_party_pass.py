@@ -1,0 +1,55 @@
+"""A third-party pass under the conformance suite: ``pytest --fx-pass=pkg.mod:attr``.
+
+One test per property, each a Hypothesis search over generated graphs (the active profile sets
+the budget), so pytest-xdist (``-n auto``) spreads the properties over workers. Skipped when no
+``--fx-pass`` is given. For repro scripts and reports use ``fx-conformance verify`` instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import UsageError, load_pass
+from conformance.verify import Checker
+from strategies import graphs
+
+pytestmark = pytest.mark.conformance
+
+
+@pytest.fixture(scope="module")
+def fx_options(request):
+    config = request.config
+    target = config.getoption("fx_pass", default=None)
+    if not target:
+        pytest.skip("no --fx-pass given")
+    try:
+        put = load_pass(target, signature=config.getoption("fx_signature"),
+                        settings_factory=config.getoption("fx_settings_factory"))
+    except UsageError as exc:
+        raise pytest.UsageError(f"--fx-pass: {exc}") from None
+    return put, tuple(config.getoption("fx_ensure")), config.getoption("fx_graphs") == "mutating"
+
+
+def _check(fx_options, data, prop):
+    put, ensure, mutating = fx_options
+    checker = Checker(put, properties=[prop], ensure=ensure if prop == "contracts" else ())
+    case = data.draw(graphs(mutations=mutating, special_values=True), label="graph")
+    verdict = checker.check(case.gm, case.example_inputs)
+    assert verdict.ok, f"{put.name} violates {prop}:\n{verdict}\ngraph after the pass:\n{verdict.graph_after}"
+
+
+@pytest.mark.parametrize("prop", ["validity", "values", "mutations", "aliasing"])
+@given(data=st.data())
+def test_property(fx_options, data, prop):
+    """The pass keeps ``prop`` on every generated graph (and never raises or returns a non-graph)."""
+    _check(fx_options, data, prop)
+
+
+@given(data=st.data())
+def test_contracts(fx_options, data):
+    """Every ``--fx-ensure`` contract holds on the pass's result."""
+    if not fx_options[1]:
+        pytest.skip("no --fx-ensure given")
+    _check(fx_options, data, "contracts")

@@ -1,0 +1,132 @@
+"""The harness against passes it must judge: planted bugs are caught with the default budget
+(200 graphs), correct passes shipped in torch are never flagged (3 seeds each).
+
+The planted passes (tests/passes/planted.py) model real pass bugs, one bug class each; their
+trigger rates on generated graphs are measured independently in test_planted_passes.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import torch.fx as fx
+
+from conformance import check, verify
+from tests.passes.planted import PLANTED, REACHABLE_WITH
+
+aten = torch.ops.aten
+
+# What each planted bug must be reported as (property of the first violation found).
+EXPECTED = {
+    "operand_swap": {"values"},
+    "dropped_kwarg": {"values", "validity", "execution"},
+    "dtype_promotion": {"values"},
+    "nan_semantics": {"values"},
+    "cse_across_mutation": {"values", "mutations"},
+    "dce_side_effect": {"mutations", "values"},
+    "aliasing": {"aliasing"},
+    "input_overwrite": {"mutations", "aliasing"},
+    "output_shape": {"values", "validity"},
+    "rounding_cast": {"values"},
+    "contract_violation": {"contracts:functional"},
+    "crash": {"execution"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_planted_bug_is_caught(name, tmp_path):
+    ensure = ["functional"] if name == "contract_violation" else []
+    result = verify(PLANTED[name], graphs=REACHABLE_WITH[name], ensure=ensure, seed=0, repro_dir=str(tmp_path))
+    assert not result.ok, f"{name}: no counterexample in {result.examples} graphs"
+    found = {v.property for v in result.violations}
+    assert found & EXPECTED[name], f"{name}: reported {found}, expected one of {EXPECTED[name]}"
+    for v in result.violations:
+        assert v.repro_path and v.graph_before and v.message
+    if name == "contract_violation":  # correct numerics: only the contract is broken
+        assert found == {"contracts:functional"}
+
+
+def test_hang_is_reported_within_the_timeout(tmp_path):
+    result = verify(PLANTED["hang"], seed=0, timeout=1.0, repro_dir=str(tmp_path))
+    assert [v.property for v in result.violations] == ["execution"]
+    assert "time=1 s elapsed" in result.violations[0].message
+    assert result.duration_s < 30
+
+
+def _segfault_on_mul(gm):
+    """Dies in native code on any graph with a multiplication (as a buggy C++ extension would)."""
+    if any("mul" in str(n.target) for n in gm.graph.nodes):
+        import ctypes
+
+        ctypes.string_at(0)
+    return gm
+
+
+def _exit_on_view(gm):
+    if any(n.target == torch.ops.aten.view.default for n in gm.graph.nodes):
+        os._exit(3)
+    return gm
+
+
+@pytest.mark.parametrize("fn, how", [(_segfault_on_mul, "SIGSEGV"), (_exit_on_view, "exit code=3")])
+@pytest.mark.parametrize("isolate", [True, False])
+def test_interpreter_killers_are_reported(fn, how, isolate, tmp_path):
+    """Under --isolate each example runs in a child; without it the crash kills the search process,
+    and verify() runs again isolated by itself. Either way: a violation, not a harness crash."""
+    result = verify(fn, seed=0, isolate=isolate, repro_dir=str(tmp_path))
+    assert result.isolated
+    assert [v.property for v in result.violations] == ["execution"]
+    assert how in result.violations[0].message
+    assert result.violations[0].repro_path
+
+
+CORRECT = [
+    "tests.passes.correct:identity",
+    "torch._functorch.compile_utils:fx_graph_cse",  # Graph -> new Graph
+    "torch.fx:Graph.eliminate_dead_code",  # unbound Graph method returning bool
+    "torch._inductor.fx_passes.post_grad:view_to_reshape",  # gm -> None
+    "torch._inductor.fx_passes.post_grad:stable_topological_sort",  # Graph -> None
+    "torch.fx.passes.tools_common:legalize_graph",  # gm -> gm
+    "torch._inductor.constant_folding:constant_fold",  # folds get_attr-only subgraphs
+    "torch.fx.passes.dialect.common.cse_pass:CSEPass",  # a PassBase subclass, instantiated
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("target", CORRECT)
+def test_correct_pass_is_never_flagged(target, seed):
+    result = verify(target, seed=seed, repro_dir=None)
+    assert result.ok, "\n".join(f"{v.property}: {v.message}\n{v.graph_before}" for v in result.violations)
+    assert result.examples >= 200
+
+
+# Real bugs the harness found in passes torch ships (torch 2.13); each minimal graph is what
+# verify() shrank to. They are excluded from CORRECT above, and these tests keep them found.
+def _graph(build, *shapes):
+    g = fx.Graph()
+    xs = [g.placeholder(f"x{i}") for i in range(len(shapes))]
+    g.output((build(g, *xs),))
+    return fx.GraphModule(torch.nn.Module(), g), tuple(torch.randn(s) for s in shapes)
+
+
+def test_found_torch_bug_reinplace_broadcasting_add():
+    """fx.passes.reinplace turns add(abs(x), y) into add_ although y broadcasts abs(x) to a bigger
+    shape: the in-place op raises (and the pass also returns abs(x) as the output)."""
+    gm, inputs = _graph(lambda g, x, y: g.call_function(aten.add.Tensor, (g.call_function(aten.abs.default, (x,)), y)),
+                        (1,), (1, 1))
+    v = check("torch.fx.passes.reinplace:reinplace", gm, inputs)
+    assert [x.property for x in v.violations] == ["validity"]
+    assert "add_.Tensor" in v.violations[0].message
+
+
+def test_found_torch_bug_remove_noop_ops_aliases_an_input():
+    """inductor remove_noop_ops drops both clones of clone(permute(clone(x))): the output becomes a
+    view of the input (it judges the second clone by meta['val'] storages its own rewrite made stale)."""
+    gm, inputs = _graph(lambda g, x: g.call_function(aten.clone.default, (
+        g.call_function(aten.permute.default, (g.call_function(aten.clone.default, (x,)), [1, 0])),)), (2, 3))
+    v = check("torch._inductor.fx_passes.post_grad:remove_noop_ops", gm, inputs)
+    assert [x.property for x in v.violations] == ["aliasing"]
+    assert "output[0] aliases input[0]" in v.violations[0].message

@@ -1,0 +1,306 @@
+"""check(): each property catches its planted bug on a hand-made graph, and passes a correct pass.
+
+Small graphs built by hand make every failure explainable; the generated-graph tests live in
+test_planted.py. Every test that expects a violation also names the property, so a checker that
+flags everything (or the wrong thing) fails here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.fx as fx
+
+from conformance import UsageError, check
+from conformance.adapters import clone_inputs
+
+aten = torch.ops.aten
+
+
+def _graph(build, n_inputs=2):
+    g = fx.Graph()
+    xs = [g.placeholder(f"x{i}") for i in range(n_inputs)]
+    g.output(tuple(build(g, *xs)))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def _binary(target):
+    return _graph(lambda g, x, y: [g.call_function(target, (x, y))])
+
+
+def _props(verdict) -> set:
+    return {v.property for v in verdict.violations}
+
+
+X = torch.tensor([[1.0, float("nan"), 3.0], [-0.0, float("inf"), 2.5]])
+Y = torch.tensor([[2.0, 1.0, float("nan")], [0.0, 4.0, -1.0]])
+
+
+def _retarget(old, new):
+    def p(gm):
+        for n in gm.graph.nodes:
+            if n.target == old:
+                n.target = new
+        return gm
+    return p
+
+
+def test_identity_is_ok_and_reports_checked_properties():
+    v = check(lambda gm: gm, _binary(aten.sub.Tensor), (X, Y))
+    assert v.ok and v.checked == ("validity", "values", "mutations", "aliasing")
+    assert "sub" in v.graph_after
+
+
+def test_values_operand_swap():
+    def swap(gm):
+        for n in gm.graph.nodes:
+            if n.target == aten.sub.Tensor:
+                n.args = (n.args[1], n.args[0])
+        return gm
+    v = check(swap, _binary(aten.sub.Tensor), (X, Y))
+    assert _props(v) == {"values"}
+    assert "output[0]" in v.violations[0].message and "worst abs error" in v.violations[0].message
+
+
+def test_values_nan_semantics():
+    def fmax(graph: fx.Graph):
+        for n in list(graph.nodes):
+            if n.target == aten.maximum.default:
+                with graph.inserting_before(n):
+                    gt = graph.call_function(aten.gt.Tensor, n.args)
+                    w = graph.call_function(aten.where.self, (gt, *n.args))
+                n.replace_all_uses_with(w)
+                graph.erase_node(n)
+    v = check(fmax, _binary(aten.maximum.default), (X, Y))
+    assert _props(v) == {"values"} and "NaN and +-inf at the same positions" in v.violations[0].message
+
+
+def test_values_dtype_and_shape():
+    gm = _graph(lambda g, x, y: [g.call_function(aten.add.Tensor, (x, y))])
+    def cast(graph: fx.Graph):
+        out = next(n for n in graph.nodes if n.op == "output")
+        add = out.args[0][0]
+        with graph.inserting_after(add):
+            c = graph.call_function(aten._to_copy.default, (add,), {"dtype": torch.float16})
+        out.args = ((c,),)
+    assert "dtype=torch.float16" in check(cast, gm, (X, Y)).violations[0].message
+    def flatten(graph: fx.Graph):
+        out = next(n for n in graph.nodes if n.op == "output")
+        add = out.args[0][0]
+        with graph.inserting_after(add):
+            c = graph.call_function(aten.view.default, (add, [-1]))
+        out.args = ((c,),)
+    assert "shape=(6,)" in check(flatten, gm, (X, Y)).violations[0].message
+
+
+def test_rounding_noise_passes_but_a_dropped_cast_does_not():
+    # (x + y) + z  ->  x + (y + z): different rounding, same math.
+    gm = _graph(lambda g, x, y, z: [g.call_function(aten.add.Tensor, (g.call_function(aten.add.Tensor, (x, y)), z))], 3)
+    def reassociate(graph: fx.Graph):
+        out = next(n for n in graph.nodes if n.op == "output")
+        outer = out.args[0][0]
+        inner = outer.args[0]
+        x, y = inner.args
+        with graph.inserting_before(outer):
+            yz = graph.call_function(aten.add.Tensor, (y, outer.args[1]))
+            new = graph.call_function(aten.add.Tensor, (x, yz))
+        outer.replace_all_uses_with(new)
+        graph.erase_node(outer)
+        graph.erase_node(inner)
+    torch.manual_seed(0)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        xs = tuple(torch.randn(64, dtype=dtype) * 100 for _ in range(3))
+        v = check(reassociate, gm, xs)
+        assert v.ok, f"{dtype}: {v}"
+    # f32 -> f16 -> f32 round trip inside the graph: dropping it changes every inexact value.
+    gm = _graph(lambda g, x: [g.call_function(aten._to_copy.default, (
+        g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float16}),), {"dtype": torch.float32})], 1)
+    def drop_casts(graph: fx.Graph):
+        out = next(n for n in graph.nodes if n.op == "output")
+        out.args = ((next(n for n in graph.nodes if n.op == "placeholder"),),)
+        graph.eliminate_dead_code()
+    v = check(drop_casts, gm, (torch.randn(32),), properties=["values"])
+    assert _props(v) == {"values"} and "fp64 reference" in v.violations[0].message
+
+
+def test_integers_are_exact():
+    gm = _graph(lambda g, x, y: [g.call_function(aten.add.Tensor, (x, y))])
+    ints = (torch.arange(6).reshape(2, 3), torch.ones(2, 3, dtype=torch.int64))
+    v = check(_retarget(aten.add.Tensor, aten.sub.Tensor), gm, ints)
+    assert _props(v) == {"values"} and "exactly equal" in v.violations[0].message
+
+
+def test_signed_zero_only_when_asked():
+    gm = _graph(lambda g, x: [g.call_function(aten.mul.Tensor, (x, -1.0))], 1)
+    zero = (torch.zeros(3),)
+    assert check(_retarget(aten.mul.Tensor, aten.mul.Tensor), gm, zero).ok
+    def neg_to_sub(graph: fx.Graph):  # 0 - x gives +0.0 where -x gives -0.0
+        for n in graph.nodes:
+            if n.target == aten.mul.Tensor:
+                n.target, n.args = aten.rsub.Scalar, (n.args[0], 0.0)
+    assert check(neg_to_sub, gm, zero).ok
+    assert _props(check(neg_to_sub, gm, zero, signed_zeros=True)) == {"values"}
+
+
+def test_mutations_input_overwritten_and_grad_mode():
+    v = check(_retarget(aten.sub.Tensor, aten.sub_.Tensor), _binary(aten.sub.Tensor), (X, Y))
+    assert {"mutations", "aliasing"} <= _props(v)
+    assert any("input[0] after the run" in x.message and "leaves it unchanged" in x.message for x in v.violations)
+
+    gm = _graph(lambda g, x: [g.call_function(torch._C._set_grad_enabled, (False,)),
+                              g.call_function(aten.neg.default, (x,)),
+                              g.call_function(torch._C._set_grad_enabled, (True,))][1:2], 1)
+    def drop_restore(graph: fx.Graph):
+        nodes = [n for n in graph.nodes if n.target is torch._C._set_grad_enabled]
+        graph.erase_node(nodes[-1])
+    v = check(drop_restore, gm, (torch.randn(3),))
+    assert _props(v) == {"mutations"} and "grad mode" in v.violations[0].message
+    assert torch.is_grad_enabled()
+
+
+def test_mutations_metadata():
+    gm = _graph(lambda g, x: [g.call_function(aten.sin.default, (g.call_function(aten.t_.default, (x,)),))], 1)
+    def drop_t_(gm):
+        for n in list(gm.graph.nodes):
+            if n.target == aten.t_.default:
+                n.replace_all_uses_with(n.args[0])
+                gm.graph.erase_node(n)
+        return gm
+    v = check(drop_t_, gm, (torch.randn(2, 2),))
+    assert any(x.property == "mutations" and "stride" in x.message for x in v.violations)
+
+
+def test_aliasing_added_and_removed():
+    gm = _graph(lambda g, x: [g.call_function(aten.clone.default, (x,))], 1)
+    def drop_clone(gm):
+        for n in list(gm.graph.nodes):
+            if n.target == aten.clone.default:
+                n.replace_all_uses_with(n.args[0])
+                gm.graph.erase_node(n)
+        return gm
+    v = check(drop_clone, gm, (torch.randn(3),))
+    assert _props(v) == {"aliasing"} and "aliases input[0]" in v.violations[0].message
+    view = _graph(lambda g, x: [g.call_function(aten.view.default, (x, [-1]))], 1)
+    v = check(_retarget(aten.view.default, aten.reshape.default), view, (torch.randn(2, 3),))
+    assert v.ok  # reshape of a contiguous tensor is a view too
+    def copy_instead(gm):
+        for n in list(gm.graph.nodes):
+            if n.target == aten.view.default:
+                with gm.graph.inserting_after(n):
+                    c = gm.graph.call_function(aten.clone.default, (n,))
+                n.replace_all_uses_with(c, delete_user_cb=lambda u: u is not c)
+        return gm
+    v = check(copy_instead, view, (torch.randn(2, 3),))
+    assert _props(v) == {"aliasing"} and "should alias input[0] too" in v.violations[0].message
+    assert check(copy_instead, view, (torch.randn(2, 3),), ensure=["functional"]).ok
+
+
+def test_validity_lint_signature_meta_and_run_failures():
+    gm = _binary(aten.mul.Tensor)
+    def use_before_def(gm):
+        nodes = list(gm.graph.nodes)
+        mul, out = nodes[2], nodes[3]
+        nodes[0].prepend(mul)
+        return gm
+    v = check(use_before_def, gm, (X, Y))
+    assert _props(v) == {"validity"} and "graph.lint()" in v.violations[0].message
+    def extra_input(gm):
+        gm.graph.placeholder("extra")
+        return gm
+    assert "placeholders=3" in check(extra_input, gm, (X, Y)).violations[0].message
+    def stale_meta(gm):
+        for n in gm.graph.nodes:
+            if n.target == aten.mul.Tensor:
+                n.meta["val"] = n.meta["val"].to(torch.float16)
+        return gm
+    v = check(stale_meta, gm, (X, Y))
+    assert _props(v) == {"validity"} and "meta['val']=float16[2, 3]" in v.violations[0].message
+    assert "node 2 %mul_tensor" in v.violations[0].message
+    def bad_view(gm):
+        for n in gm.graph.nodes:
+            if n.target == aten.mul.Tensor:
+                with gm.graph.inserting_after(n):
+                    bad = gm.graph.call_function(aten.view.default, (n, [7]))
+                n.replace_all_uses_with(bad, delete_user_cb=lambda u: u is not bad)
+        return gm
+    v = check(bad_view, gm, (X, Y))
+    assert _props(v) == {"validity"} and "running the transformed graph raised" in v.violations[0].message
+    assert "aten.view.default" in v.violations[0].message
+
+
+def test_execution_failures():
+    gm = _binary(aten.add.Tensor)
+    def raises(gm):
+        raise KeyError("no rule for aten.add")
+    v = check(raises, gm, (X, Y))
+    assert _props(v) == {"execution"} and "KeyError" in v.violations[0].message and "test_verify.py" in v.violations[0].message
+    assert "returned int" in check(lambda gm: 3, gm, (X, Y)).violations[0].message
+    assert "sys.exit" in check(lambda gm: exit(4), gm, (X, Y)).violations[0].message
+
+    def sleeps(gm):
+        try:
+            time.sleep(30)
+        except Exception:  # a pass that swallows everything still cannot swallow the timeout
+            pass
+        return gm
+    t0 = time.monotonic()
+    v = check(sleeps, gm, (X, Y), timeout=0.3)
+    assert time.monotonic() - t0 < 5 and _props(v) == {"execution"} and "time=0.3 s" in v.violations[0].message
+
+
+def test_contracts_functional_and_no_input_as_output():
+    gm = _graph(lambda g, x, y: [g.call_function(aten.add.Tensor, (x, y)), x])
+    v = check(lambda gm: gm, gm, (X, Y), ensure=["no-input-as-output"])
+    assert _props(v) == {"contracts:no-input-as-output"} and "output[1]=%x0" in v.violations[0].message
+    v = check(_retarget(aten.add.Tensor, aten.add_.Tensor), gm, (X, Y), ensure=["functional"],
+              properties=["values"])
+    assert _props(v) == {"values", "contracts:functional"} or _props(v) == {"contracts:functional"}
+    assert any("mutating op=aten.add_.Tensor" in x.message for x in v.violations)
+    with pytest.raises(UsageError, match="known: functional, no-input-as-output"):
+        check(lambda gm: gm, gm, (X, Y), ensure=["nope"])
+
+
+def _add_dead_neg(gm):
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        gm.graph.call_function(aten.neg.default, (next(iter(gm.graph.nodes)),))
+    return gm
+
+
+def test_idempotence_and_determinism():
+    v = check(_add_dead_neg, _binary(aten.add.Tensor), (X, Y), properties=["idempotence"])
+    assert _props(v) == {"idempotence"} and "second application differs" in v.violations[0].message
+    assert check(lambda gm: gm, _binary(aten.add.Tensor), (X, Y), properties=["idempotence", "determinism"]).ok
+    flip = iter([False, True] * 10)
+    v = check(lambda gm: _add_dead_neg(gm) if next(flip) else gm, _binary(aten.add.Tensor), (X, Y),
+              properties=["determinism"])
+    assert _props(v) == {"determinism"}
+
+
+def test_caller_graph_and_inputs_are_never_modified():
+    gm = _binary(aten.add.Tensor)
+    gm.register_buffer("c", torch.ones(3))
+    code, nodes = gm.code, [n.format_node() for n in gm.graph.nodes]
+    inputs = clone_inputs((X, Y))
+    def vandal(gm, sample_inputs):
+        for t in sample_inputs:
+            t.fill_(7)
+        gm.c.fill_(7)
+        for n in list(gm.graph.nodes):
+            if n.target == aten.add.Tensor:
+                n.target = aten.mul.Tensor
+        return gm
+    assert not check(vandal, gm, inputs).ok
+    assert gm.code == code and [n.format_node() for n in gm.graph.nodes] == nodes
+    assert torch.equal(gm.c, torch.ones(3))
+    assert torch.equal(torch.nan_to_num(inputs[0]), torch.nan_to_num(X)) and inputs[1].stride() == Y.stride()
+
+
+def test_bad_graph_given_to_check():
+    gm = _binary(aten.mm.default)
+    with pytest.raises(UsageError, match="raised RuntimeError on its own inputs"):
+        check(lambda gm: gm, gm, (X, Y))
+    with pytest.raises(UsageError, match="should be a torch.fx.GraphModule"):
+        check(lambda gm: gm, gm.graph, (X, Y))
