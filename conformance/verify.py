@@ -118,8 +118,8 @@ class _Run:
         if applied is None:
             return
         after = applied.gm
-        errors = structural_errors(after, len(self.inputs))
-        self.verdict.graph_after = _code(after)
+        errors = structural_errors(after, len(self.inputs))  # recompiles when the graph is sound
+        self.verdict.graph_after = _code(after) if errors else after.code.strip()
         if errors:
             self.violation("validity", errors[0])
             return

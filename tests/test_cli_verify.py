@@ -1,0 +1,89 @@
+"""``fx-conformance verify`` and ``pytest --fx-pass`` as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+PASSES = textwrap.dedent('''
+    import torch
+    aten = torch.ops.aten
+
+    def swap_sub(gm):
+        """Puts the higher-rank operand first, also for sub (a planted operand swap)."""
+        for n in gm.graph.nodes:
+            if n.target == aten.sub.Tensor and isinstance(n.args[1], torch.fx.Node):
+                n.args = (n.args[1], n.args[0]) + tuple(n.args[2:])
+        return gm
+
+    def identity(gm):
+        return gm
+''')
+
+
+@pytest.fixture(scope="module")
+def passes(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "user_passes.py"
+    path.write_text(PASSES)
+    return path
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "conformance.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+def test_bad_target_is_one_line_and_exit_2(passes):
+    for target in ("no.such.module:fn", f"{passes}:missing", "no_colon", f"{passes.parent}/nope.py:fn"):
+        r = _cli("verify", target)
+        assert r.returncode == 2, (target, r.stdout, r.stderr)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("fx-conformance verify: error:"), r.stderr
+        assert "Traceback" not in r.stdout + r.stderr
+    r = _cli("verify", f"{passes}:identity", "--graphs", "nope")
+    assert r.returncode == 2
+
+
+def test_identity_passes(passes, tmp_path):
+    r = _cli("verify", f"{passes}:identity", "--max-examples", "30", "--seed", "1", "--repro-dir", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK: no counterexample in 30 graphs (seed 1" in r.stdout
+
+
+def test_bug_found_reported_and_reproduced(passes, tmp_path):
+    out = tmp_path / "out"
+    r = _cli("verify", f"{passes}:swap_sub", "--seed", "0", "--repro-dir", out / "repro",
+             "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "values violated by a minimal graph" in r.stdout and "FAIL: 1 property violated" in r.stdout
+    assert "graph before the pass" in r.stdout and "aten.sub.Tensor" in r.stdout
+    report = json.loads((out / "r.json").read_text())
+    assert report["schema_version"] == 1 and report["ok"] is False and report["seed"] == 0
+    assert report["properties"]["values"]["violated"] is True
+    script = report["violations"][0]["repro_path"]
+    root = ET.parse(out / "r.xml").getroot()
+    assert root.find("testsuite").get("failures") == "1"
+    assert "values" in (out / "r.md").read_text()
+    # The written script rebuilds the minimal graph and shows the same failure on its own.
+    repro = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    assert repro.returncode == 1, repro.stdout + repro.stderr
+    assert "graph before the pass" in repro.stdout and "graph after the pass" in repro.stdout
+    assert "values: output[0]" in repro.stdout
+
+
+def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
+    def pytest_run(target):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={passes}:{target}",
+                               "--hypothesis-profile=dev", "-q"], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=600)
+    ok = pytest_run("identity")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    assert "4 passed, 1 skipped" in ok.stdout
+    bad = pytest_run("swap_sub")
+    assert bad.returncode == 1, bad.stdout[-3000:]
+    assert "violates values" in bad.stdout
