@@ -96,7 +96,10 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
         return True
 
     candidates = [v for v in b.values if fits(v)]
-    choice = draw(integers(0, len(candidates)))
+    # A second operand is a fresh leaf half the time (False, what it shrinks to, reuses a value):
+    # fresh leaves bring the other shapes, ranks and dtypes that broadcasting bugs need.
+    fresh = like is not None and not target and flag(draw)
+    choice = len(candidates) if fresh else draw(integers(0, len(candidates)))
     if choice < len(candidates):
         return candidates[choice]
     return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target)
@@ -262,7 +265,9 @@ def _permutations(rank):
 
 @functools.lru_cache(maxsize=1024)
 def _broadcastable(shape):
-    return broadcastable_shapes(shape, max_side=4)
+    # Up to rank 3 whatever ``shape``'s rank: a second operand of higher rank than the first
+    # (x[4] - y[3, 4]) is where operand-order rewrites break.
+    return broadcastable_shapes(shape, max_side=4, max_dims=max(len(shape), 3))
 
 
 def rule_perm(draw, t):

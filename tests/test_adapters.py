@@ -1,0 +1,145 @@
+"""Pass adapters: every real calling form is detected and called right; bad targets are one clear
+UsageError; the caller's graph is never touched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx as fx
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_manager import PassManager, pass_result_wrapper
+from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
+
+from conformance import UsageError, check, load_pass
+from conformance.adapters import reference_of, snapshot
+
+aten = torch.ops.aten
+
+
+def _gm():
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output((g.call_function(aten.neg.default, (g.call_function(aten.neg.default, (x,)),)),))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def gm_pass(gm):
+    return gm
+
+
+def inplace_pass(gm: fx.GraphModule) -> None:
+    gm.graph.eliminate_dead_code()
+
+
+def graph_pass(graph: fx.Graph) -> None:
+    graph.eliminate_dead_code()
+
+
+def graph_pass_string_annotation(graph: "torch.fx.Graph"):
+    return None
+
+
+def lowering_pass(gm: fx.GraphModule, sample_inputs):
+    assert all(isinstance(t, torch.Tensor) for t in sample_inputs)
+    return gm
+
+
+def settings_pass(gm, settings):
+    assert settings == {"precision": "fp32"}
+    return gm
+
+
+def make_settings():
+    return {"precision": "fp32"}
+
+
+def varargs_pass(gm, *sample_args):
+    assert len(sample_args) == 1
+    return gm
+
+
+class CountingPass(PassBase):
+    def call(self, graph_module):
+        return PassResult(graph_module, False)
+
+
+@pytest.mark.parametrize("fn, form", [
+    (gm_pass, "gm"), (inplace_pass, "gm"), (graph_pass, "graph"), (graph_pass_string_annotation, "graph"),
+    (lowering_pass, "gm-inputs"), (varargs_pass, "gm-varargs"), (CountingPass(), "gm"),
+    (PassManager([pass_result_wrapper(gm_pass)]), "gm"), (LegacyPassManager([gm_pass]), "gm"),
+    (lambda g: None, "graph"), (lambda gm, example_inputs: gm, "gm-inputs"),
+])
+def test_forms_are_detected_and_run(fn, form):
+    put = load_pass(fn)
+    assert put.form == form
+    x = torch.randn(3)
+    assert check(put, _gm(), (x,)).ok
+
+
+def test_settings_form_needs_a_factory():
+    with pytest.raises(UsageError, match="--settings-factory"):
+        load_pass(settings_pass)
+    put = load_pass(settings_pass, settings_factory=make_settings)
+    assert put.form == "gm-settings" and check(put, _gm(), (torch.randn(2),)).ok
+    path_put = load_pass("tests.test_adapters:settings_pass", settings_factory="tests.test_adapters:make_settings")
+    assert check(path_put, _gm(), (torch.randn(2),)).ok
+
+
+@pytest.mark.parametrize("target, form", [
+    ("torch._inductor.fx_passes.post_grad:remove_noop_ops", "graph"),
+    ("torch._inductor.fx_passes.post_grad:view_to_reshape", "gm"),
+    ("torch.fx:Graph.eliminate_dead_code", "graph"),
+    ("torch._functorch.compile_utils:fx_graph_cse", "graph"),
+    ("torch.fx.passes.reinplace:reinplace", "gm-varargs"),
+    ("torch._inductor.constant_folding:constant_fold", "gm"),
+    ("torch.fx.passes.dialect.common.cse_pass:CSEPass", "gm"),  # a PassBase class, instantiated
+    ("tests/test_adapters.py:lowering_pass", "gm-inputs"),
+])
+def test_import_paths(target, form):
+    assert load_pass(target).form == form
+
+
+def test_signature_override():
+    assert load_pass(gm_pass, signature="graph").form == "graph"
+    with pytest.raises(UsageError, match="signature='nope'"):
+        load_pass(gm_pass, signature="nope")
+
+
+@pytest.mark.parametrize("target, message", [
+    ("no.such.module:fn", "cannot import module 'no.such.module'"),
+    ("torch.fx:no_such_attr", "cannot find 'no_such_attr'"),
+    ("torch.fx.Graph", "should look like pkg.module:attr"),
+    ("missing/file.py:fn", "no such file"),
+    ("torch:__version__", "not callable"),
+    ("torch.fx.passes.infra.pass_base:PassBase", "cannot be built without arguments"),
+])
+def test_bad_targets_are_usage_errors(target, message):
+    with pytest.raises(UsageError, match=message):
+        load_pass(target)
+
+
+def test_two_unknown_parameters_is_a_usage_error():
+    with pytest.raises(UsageError, match="--signature"):
+        load_pass(lambda gm, frobnicate: gm)
+
+
+def test_reference_of_finds_importable_objects_only():
+    assert reference_of(gm_pass) == "tests.test_adapters:gm_pass"
+    assert reference_of(lambda gm: gm) is None
+    assert reference_of(CountingPass()) is None
+
+
+def test_snapshot_is_independent_and_keeps_meta():
+    gm = _gm()
+    gm.register_buffer("c", torch.ones(2, 3).t())
+    with gm.graph.inserting_before(next(n for n in gm.graph.nodes if n.op == "output")):
+        gm.graph.get_attr("c")
+    gm.recompile()
+    for n in gm.graph.nodes:
+        n.meta["val"] = "marker"
+    copy = snapshot(gm)
+    assert copy.code == gm.code and copy.c.stride() == gm.c.stride()
+    assert all(n.meta.get("val") == "marker" for n in copy.graph.nodes if n.op != "output")
+    copy.c.fill_(5)
+    next(iter(copy.graph.nodes)).meta["val"] = "changed"
+    assert torch.equal(gm.c, torch.ones(2, 3).t()) and next(iter(gm.graph.nodes)).meta["val"] == "marker"
