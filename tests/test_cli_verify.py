@@ -14,10 +14,13 @@ PASSES = textwrap.dedent('''
     import torch
     aten = torch.ops.aten
 
+    NOT_COMMUTATIVE = {aten.sub.Tensor, aten.div.Tensor, aten.lt.Tensor, aten.gt.Tensor, aten.atan2.default,
+                       aten.remainder.Tensor, aten.fmod.Tensor, aten.pow.Tensor_Tensor}
+
     def swap_sub(gm):
-        """Puts the higher-rank operand first, also for sub (a planted operand swap)."""
+        """Swaps the operands of binary ops as if all were commutative (a planted operand swap)."""
         for n in gm.graph.nodes:
-            if n.target == aten.sub.Tensor and isinstance(n.args[1], torch.fx.Node):
+            if n.target in NOT_COMMUTATIVE and isinstance(n.args[1], torch.fx.Node):
                 n.args = (n.args[1], n.args[0]) + tuple(n.args[2:])
         return gm
 
