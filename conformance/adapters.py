@@ -184,6 +184,26 @@ def clone_inputs(tensors) -> tuple:
     return tuple(out)
 
 
+def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
+    """Copies of ``gm`` (constants moved, ``meta['val']`` re-read) and ``inputs`` on ``device``, with
+    the inputs' sizes, strides, offsets and storage sharing kept."""
+    from strategies import attach_meta
+
+    storages, moved = {}, []
+    for t in inputs:
+        if not isinstance(t, torch.Tensor):
+            moved.append(t)
+            continue
+        st = t.untyped_storage()
+        key = (st.data_ptr(), t.dtype) if st.nbytes() else id(t)
+        if key not in storages:
+            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
+            storages[key] = flat.to(device, copy=True)
+        moved.append(storages[key].as_strided(t.shape, t.stride(), t.storage_offset()))
+    gm = snapshot(gm).to(device)
+    return attach_meta(gm, clone_inputs(moved)), tuple(moved)
+
+
 # --- resolution ----------------------------------------------------------------------------------
 
 

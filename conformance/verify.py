@@ -31,7 +31,7 @@ from torch.utils import _pytree as pytree
 
 from ._errors import UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
-from .adapters import PassReturnError, PassUnderTest, clone_inputs, load_pass
+from .adapters import PassReturnError, PassUnderTest, clone_inputs, load_pass, to_device
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, meta_val_errors, node_label, structural_errors
 from .oracle import compare_metadata, compare_values, reference_run
@@ -85,7 +85,9 @@ class Checker:
         return tuple(out)
 
     def check(self, gm: fx.GraphModule, inputs: tuple) -> Verdict:
-        """Judge the pass on ``gm`` with ``inputs`` (neither is modified)."""
+        """Judge the pass on ``gm`` with ``inputs`` (neither is modified), on ``self.device``."""
+        if self.device != "cpu" or any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
+            gm, inputs = to_device(gm, tuple(inputs), self.device)
         run = _Run(self, gm, tuple(inputs))
         try:
             with deadline(self.timeout):

@@ -143,3 +143,17 @@ def test_snapshot_is_independent_and_keeps_meta():
     copy.c.fill_(5)
     next(iter(copy.graph.nodes)).meta["val"] = "changed"
     assert torch.equal(gm.c, torch.ones(2, 3).t()) and next(iter(gm.graph.nodes)).meta["val"] == "marker"
+
+
+def test_to_device_keeps_layout_sharing_and_meta():
+    from conformance.adapters import to_device
+
+    base = torch.arange(12.0)
+    inputs = (base.view(3, 4).t(), base[2:6])
+    gm = _gm()
+    moved_gm, moved = to_device(gm, (inputs[0],), "cpu")
+    assert moved[0].stride() == (1, 4) and moved[0].untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+    _, both = to_device(gm, inputs, "cpu")
+    assert both[0].untyped_storage().data_ptr() == both[1].untyped_storage().data_ptr()
+    assert both[1].storage_offset() == 2 and torch.equal(both[1], inputs[1])
+    assert all("val" in n.meta for n in moved_gm.graph.nodes if n.op != "output")
