@@ -84,7 +84,9 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
         try:
             ready, _, _ = select.select(list(open_fds), [], [])
         except KeyboardInterrupt:
-            interrupted = True  # the drivers got SIGINT too: they finish with what they found
+            interrupted = True  # the drivers finish with what they found (a terminal's Ctrl-C
+            for fd in open_fds:  # reaches them too; a signal sent to this process alone does not)
+                _signal_quietly(children[fd][0], signal.SIGINT)
             continue
         for fd in ready:
             pid, reader = children[fd]
@@ -107,6 +109,13 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
         if crashed is None and fd not in finished:
             crashed = _describe(status)
     return founds, crashed, interrupted
+
+
+def _signal_quietly(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _describe(status) -> str:

@@ -23,6 +23,7 @@ import inspect
 import pathlib
 import sys
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -164,23 +165,43 @@ def _copy_attr(src: torch.nn.Module, dst: torch.nn.Module, target: str) -> None:
 
 def clone_tensor(t: torch.Tensor) -> torch.Tensor:
     """A copy with the same values, shape, strides and storage offset (on its own storage)."""
-    return clone_inputs((t,))[0]
+    return restorage((t,))[0]
 
 
 def clone_inputs(tensors) -> tuple:
     """Fresh copies of ``tensors``: same values, dtypes, sizes, strides and storage offsets, and
     the same sharing: inputs that were views of one storage are views of one (new) storage."""
+    return restorage(tensors)
+
+
+def restorage(tensors, *, device=None, float_dtype: torch.dtype | None = None) -> tuple:
+    """The one way tensors are copied: new storages holding the old bytes (on ``device``), each
+    tensor re-viewed with its size, stride and offset, so sharing and layout survive.
+
+    ``float_dtype``: floating tensors are instead re-viewed on a converted copy of their storage
+    (the fp64 reference run); one copy per (storage, dtype).
+    """
     storages, out = {}, []
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             out.append(copy.deepcopy(t))
             continue
         st = t.untyped_storage()
-        key = (st.data_ptr(), t.device) if st.nbytes() else id(t)
+        convert = float_dtype is not None and t.is_floating_point() and t.dtype != float_dtype
+        key = ((st.data_ptr(), t.dtype if convert else None) if st.nbytes() else id(t))
         if key not in storages:
-            storages[key] = st.clone()
-        new = torch.empty(0, dtype=t.dtype, device=t.device).set_(storages[key], t.storage_offset(), t.shape, t.stride())
-        out.append(new.requires_grad_() if t.requires_grad else new)
+            if convert:
+                flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
+                storages[key] = flat.to(float_dtype)
+            else:
+                storages[key] = torch.UntypedStorage(st.nbytes(), device=device or t.device)
+                storages[key].copy_(st)
+        if convert:
+            new = storages[key].as_strided(t.shape, t.stride(), t.storage_offset())
+        else:
+            new = torch.empty(0, dtype=t.dtype, device=storages[key].device).set_(
+                storages[key], t.storage_offset(), t.shape, t.stride())
+        out.append(new.requires_grad_() if t.requires_grad and not convert else new)
     return tuple(out)
 
 
@@ -189,19 +210,19 @@ def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
     the inputs' sizes, strides, offsets and storage sharing kept."""
     from strategies import attach_meta
 
-    storages, moved = {}, []
-    for t in inputs:
-        if not isinstance(t, torch.Tensor):
-            moved.append(t)
-            continue
-        st = t.untyped_storage()
-        key = (st.data_ptr(), t.dtype) if st.nbytes() else id(t)
-        if key not in storages:
-            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
-            storages[key] = flat.to(device, copy=True)
-        moved.append(storages[key].as_strided(t.shape, t.stride(), t.storage_offset()))
+    moved = restorage(inputs, device=device)
     gm = snapshot(gm).to(device)
-    return attach_meta(gm, clone_inputs(moved)), tuple(moved)
+    return attach_meta(gm, clone_inputs(moved)), moved
+
+
+@contextmanager
+def grad_mode_restored():
+    """Runs graphs whose ``_set_grad_enabled`` nodes (or a pass) may leave grad mode changed."""
+    grad = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled(grad)
 
 
 # --- resolution ----------------------------------------------------------------------------------

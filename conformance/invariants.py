@@ -45,7 +45,7 @@ def structural_errors(gm: fx.GraphModule, n_inputs: int) -> list:
     try:
         gm.graph.lint()
     except Exception as exc:  # noqa: BLE001 - lint raises RuntimeError, AssertionError, KeyError...
-        return [f"graph.lint() raised {type(exc).__name__}: {_first_line(exc)}, but should pass"]
+        return [f"graph.lint() raised {type(exc).__name__}: {first_line(exc)}, but should pass"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:
         names = ", ".join(n.name for n in placeholders)
@@ -56,13 +56,14 @@ def structural_errors(gm: fx.GraphModule, n_inputs: int) -> list:
     try:
         gm.recompile()
     except Exception as exc:  # noqa: BLE001
-        return [f"gm.recompile() raised {type(exc).__name__}: {_first_line(exc)}, but should succeed"]
+        return [f"gm.recompile() raised {type(exc).__name__}: {first_line(exc)}, but should succeed"]
     return []
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (capped), for one-line findings."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
+    return text.splitlines()[0][:300] if text else "(no message)"
 
 
 class Recorder(fx.Interpreter):

@@ -193,18 +193,9 @@ def _fmt(x) -> str:
 def upcast(tensors) -> tuple:
     """Copies of ``tensors`` with floating dtypes as float64: same sizes, strides, offsets and storage
     sharing (so the original graph's views and in-place writes mean the same thing)."""
-    storages, out = {}, []
-    for t in tensors:
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dtype == torch.float64:
-            out.append(t.clone() if isinstance(t, torch.Tensor) else t)
-            continue
-        st = t.untyped_storage()
-        key = (st.data_ptr(), t.dtype) if st.nbytes() else id(t)
-        if key not in storages:
-            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
-            storages[key] = flat.to(torch.float64)
-        out.append(storages[key].as_strided(t.shape, t.stride(), t.storage_offset()))
-    return tuple(out)
+    from .adapters import restorage
+
+    return restorage(tensors, float_dtype=torch.float64)
 
 
 def reference_run(gm: fx.GraphModule, inputs: tuple):
@@ -213,7 +204,7 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
     Returns None when the graph cannot run that way (an op without a float64 kernel, say); the
     oracle then falls back to the dtype table alone.
     """
-    from .adapters import snapshot  # a copy: the constants of the caller's module stay as they are
+    from .adapters import grad_mode_restored, snapshot  # a copy: the caller's constants stay as they are
 
     try:
         ref = snapshot(gm)
@@ -221,21 +212,16 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
             if node.op == "get_attr":
                 _upcast_attr(ref, node.target)
         ref_inputs = upcast(inputs)
-        grad = torch.is_grad_enabled()
-        try:
+        with grad_mode_restored():
             outputs = ref(*ref_inputs)
-        finally:
-            torch._C._set_grad_enabled(grad)
         return outputs, ref_inputs
     except Exception:  # noqa: BLE001 - any failure only means "no reference available"
         return None
 
 
 def _upcast_attr(gm: torch.nn.Module, target: str) -> None:
-    *path, leaf = target.split(".")
-    owner = gm
-    for name in path:
-        owner = getattr(owner, name)
+    owner_path, _, leaf = target.rpartition(".")
+    owner = gm.get_submodule(owner_path)
     value = getattr(owner, leaf)
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         new = upcast((value,))[0]

@@ -20,6 +20,7 @@ A pass that raises, hangs (``timeout``) or returns a non-graph violates ``execut
 
 from __future__ import annotations
 
+import operator
 import signal
 import threading
 import traceback
@@ -29,11 +30,14 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
+from strategies import attach_meta
+
 from ._errors import UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
-from .adapters import PassReturnError, PassUnderTest, clone_inputs, load_pass, to_device
+from .adapters import (PassReturnError, PassUnderTest, clone_inputs, grad_mode_restored, load_pass, snapshot,
+                       to_device)
 from .contracts import ContractContext, get_contracts, storage_of
-from .invariants import Recorder, meta_val_errors, node_label, structural_errors
+from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import compare_metadata, compare_values, reference_run
 
 
@@ -153,13 +157,11 @@ class _Run:
 
     # --- the pass ------------------------------------------------------------------------------
     def _apply(self, gm, inputs):
-        grad = torch.is_grad_enabled()
         try:
-            return self.c.pass_.apply(gm, clone_inputs(inputs))
+            with grad_mode_restored():
+                return self.c.pass_.apply(gm, clone_inputs(inputs))
         except PassReturnError as exc:
             self.violation(EXECUTION, str(exc))
-        except (ExampleTimeout, KeyboardInterrupt):
-            raise
         except UsageError:
             raise
         except SystemExit as exc:
@@ -167,22 +169,18 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - the pass's own failure is a finding
             self.violation(EXECUTION, f"pass raised {type(exc).__name__}: {_first_line(exc)}, but should return "
                                       f"a graph{_where(exc)}")
-        finally:
-            torch._C._set_grad_enabled(grad)
         return None
 
     # --- properties ----------------------------------------------------------------------------
     def _meta(self, after):
         rec = Recorder(after)
-        grad = torch.is_grad_enabled()
         try:
-            rec.run(*clone_inputs(self.inputs))
+            with grad_mode_restored():
+                rec.run(*clone_inputs(self.inputs))
         except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
             self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
                                        f"but should agree with forward(){_node(after, rec.failed)}")
             return
-        finally:
-            torch._C._set_grad_enabled(grad)
         for message in meta_val_errors(after, rec.seen)[:3]:
             self.violation("validity", message)
 
@@ -274,12 +272,10 @@ class _Run:
 
 
 def _call(gm, inputs):
-    grad = torch.is_grad_enabled()
-    try:
+    """Run ``gm``: (outputs, grad mode right after the run); grad mode is then restored."""
+    with grad_mode_restored():
         out = gm(*inputs)
         return out, torch.is_grad_enabled()
-    finally:
-        torch._C._set_grad_enabled(grad)
 
 
 def _quick_equal(a, e) -> bool:
@@ -320,19 +316,12 @@ def _constants(gm: fx.GraphModule) -> dict:
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             try:
-                value = _fetch(gm, node.target)
+                value = operator.attrgetter(node.target)(gm)
             except AttributeError:
                 continue
             if isinstance(value, torch.Tensor):
                 found[node.target] = value
     return found
-
-
-def _fetch(gm, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _code(gm) -> str:
@@ -351,11 +340,6 @@ def _diff(a: str, b: str) -> str:
     return f" in length: {len(la)} vs {len(lb)} lines"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "(no message)"
-
-
 def _where(exc: BaseException) -> str:
     """Where in the pass it raised: the innermost frame outside torch and this package."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
@@ -372,13 +356,11 @@ def _node(gm, node) -> str:
 
 def _run_failure(after, inputs, exc) -> str:
     rec = Recorder(after)
-    grad = torch.is_grad_enabled()
     try:
-        rec.run(*clone_inputs(inputs))
+        with grad_mode_restored():
+            rec.run(*clone_inputs(inputs))
     except Exception:  # noqa: BLE001 - we only want the failing node
         pass
-    finally:
-        torch._C._set_grad_enabled(grad)
     return (f"running the transformed graph raised {type(exc).__name__}: {_first_line(exc)}, but should run "
             f"like the original{_node(after, rec.failed)}")
 
@@ -420,10 +402,6 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     >>> check(lambda gm: gm, gm, (torch.randn(3),)).ok
     True
     """
-    from strategies import attach_meta
-
-    from .adapters import snapshot
-
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
     inputs = tuple(example_inputs)
     if not isinstance(gm, fx.GraphModule):

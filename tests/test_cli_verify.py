@@ -90,3 +90,33 @@ def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     bad = pytest_run("swap_sub")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "violates values" in bad.stdout
+
+
+SLOW = textwrap.dedent('''
+    import time
+
+    def slow_identity(gm):
+        time.sleep(0.2)
+        return gm
+''')
+
+
+def test_interrupted_run_keeps_its_report(tmp_path):
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW)
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", "verify", f"{tmp_path / 'slow.py'}:slow_identity",
+                             "--json", report, "--repro-dir", tmp_path], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not report.exists() and time.monotonic() < deadline:  # the first examples have been streamed
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and 0 < data["examples"] < 200
+    assert "INTERRUPTED: 0 properties violated" in out

@@ -130,3 +130,18 @@ def test_found_torch_bug_remove_noop_ops_aliases_an_input():
     v = check("torch._inductor.fx_passes.post_grad:remove_noop_ops", gm, inputs)
     assert [x.property for x in v.violations] == ["aliasing"]
     assert "output[0] aliases input[0]" in v.violations[0].message
+
+
+def _abs_to_neg(gm):
+    for n in gm.graph.nodes:
+        if n.target == aten.abs.default:
+            n.target = aten.neg.default
+    return gm
+
+
+def test_workers_split_the_budget_and_merge_findings(tmp_path):
+    ok = verify("tests.passes.correct:identity", workers=2, max_examples=60, seed=3, repro_dir=None)
+    assert ok.ok and ok.examples == 60 and ok.properties["values"].checked == 60
+    bad = verify(_abs_to_neg, workers=2, max_examples=60, seed=3, repro_dir=str(tmp_path))
+    assert [v.property for v in bad.violations] == ["values"]
+    assert os.path.exists(bad.violations[0].repro_path)
