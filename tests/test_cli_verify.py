@@ -80,9 +80,11 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path):
 
 
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
+    # The derandomized ci profile: under the random dev profile, 50 graphs miss this operand swap
+    # in about 1 run of 3 (measured over seeds 0-10), which made this test flaky.
     def pytest_run(target):
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={passes}:{target}",
-                               "--hypothesis-profile=dev", "-q"], capture_output=True, text=True, cwd=tmp_path,
+                               "--hypothesis-profile=ci", "-q"], capture_output=True, text=True, cwd=tmp_path,
                               timeout=600)
     ok = pytest_run("identity")
     assert ok.returncode == 0, ok.stdout[-3000:]
