@@ -92,7 +92,8 @@ def _functional(ctx: ContractContext) -> list:
     return errors
 
 
-@register_contract("no-input-as-output", "no graph input is returned directly as an output (Torch-TensorRT)")
+@register_contract("no-input-as-output", "no graph input is returned directly as an output (Torch-TensorRT)",
+                   allows_alias_removal=True)  # the repair (a clone) necessarily ends the output's aliasing
 def _no_input_as_output(ctx: ContractContext) -> list:
     output = next(n for n in ctx.after.graph.nodes if n.op == "output")
     flat = torch.utils._pytree.tree_leaves(output.args[0])

@@ -115,6 +115,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.select.int, VIEW, (T, SELECT), ANY),
     OpSpec(aten.flatten.using_ints, VIEW, (T, FLATTEN), ANY),
     OpSpec(aten.alias.default, VIEW, (T,), ANY),
+    OpSpec(aten.detach.default, VIEW, (T,), ANY),  # an alias without autograd history (remove_detach's target)
     OpSpec(aten.as_strided.default, VIEW, (T, STRIDED), ANY),
     OpSpec(aten.diagonal.default, VIEW, (T, DIAGONAL), ANY),
     OpSpec(aten.unfold.default, VIEW, (T, UNFOLD), ANY),

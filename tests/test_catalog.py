@@ -38,7 +38,7 @@ def test_catalog_covers_what_the_issue_names():
     named = """abs neg exp log sqrt rsqrt reciprocal floor ceil round trunc sign erf tanh sigmoid gelu relu
         add.Tensor sub.Tensor mul.Tensor div.Tensor div.Tensor_mode floor_divide remainder fmod pow.Tensor_Tensor
         pow.Tensor_Scalar maximum minimum atan2 eq lt logical_and bitwise_and where clamp.default clamp.Tensor
-        _to_copy view reshape permute transpose t expand squeeze unsqueeze slice select flatten alias as_strided
+        _to_copy view reshape permute transpose t expand squeeze unsqueeze slice select flatten alias detach as_strided
         sum mean amax amin clone copy_ fill_""".split()
     for name in named:
         assert any(n.removeprefix("aten.").startswith(name + ("" if "." in name else ".")) for n in NAMES), name
