@@ -118,7 +118,7 @@ class _Run:
 
     def go(self) -> None:
         exp_in = clone_inputs(self.inputs)
-        exp_out, exp_grad = _call(self.gm, exp_in)
+        exp_out, exp_grad = _call(_pristine(self.gm), exp_in)
         self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
         applied = self._apply(self.gm, self.inputs)
         if applied is None:
@@ -282,6 +282,14 @@ def _call(gm, inputs):
         return out, torch.is_grad_enabled()
 
 
+def _pristine(gm: fx.GraphModule) -> fx.GraphModule:
+    """``gm``, or a snapshot of it when it reads constants: a graph may write to its own constants,
+    and the original's run must leave them as they were for the pass's copy (and the caller)."""
+    if any(n.op == "get_attr" for n in gm.graph.nodes):
+        return snapshot(gm)
+    return gm
+
+
 def _quick_equal(a, e) -> bool:
     """Bitwise-equal tensors (NaN payload included): the fast path for nearly every example."""
     if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.dtype != e.dtype or a.shape != e.shape:
@@ -411,9 +419,12 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     if not isinstance(gm, fx.GraphModule):
         raise UsageError(f"gm is a {type(gm).__name__}, but should be a torch.fx.GraphModule")
     try:
-        _call(gm, clone_inputs(inputs))
+        _call(_pristine(gm), clone_inputs(inputs))
         if any(n.op != "output" and "val" not in n.meta for n in gm.graph.nodes):
-            gm = attach_meta(snapshot(gm), clone_inputs(inputs))
+            # The run that records meta may write the copy's constants: the meta moves to a fresh copy.
+            recorded, gm = attach_meta(snapshot(gm), clone_inputs(inputs)), snapshot(gm)
+            for src, dst in zip(recorded.graph.nodes, gm.graph.nodes):
+                dst.meta.update(src.meta)
     except Exception as exc:  # noqa: BLE001
         raise UsageError(f"the graph given to check() raised {type(exc).__name__} on its own inputs: "
                          f"{_first_line(exc)}") from None

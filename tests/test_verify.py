@@ -316,6 +316,28 @@ def test_caller_graph_and_inputs_are_never_modified():
     assert torch.equal(torch.nan_to_num(inputs[0]), torch.nan_to_num(X)) and inputs[1].stride() == Y.stride()
 
 
+def test_a_graph_writing_its_own_constant_is_judged_from_the_same_state():
+    """The original's run writes the constant; the caller's module keeps its value, and the pass
+    gets the constant as the caller has it (a pass reading it at pass time, like constant
+    folding, is judged against a run from that same state)."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    c = g.get_attr("c")
+    g.call_function(aten.add_.Tensor, (c, 1))
+    g.output((g.call_function(aten.add.Tensor, (x, c)),))
+    root = torch.nn.Module()
+    root.register_buffer("c", torch.zeros(3))
+    gm = fx.GraphModule(root, g)
+    seen = []
+
+    def reads_constant(gm):
+        seen.append(gm.c.clone())
+        return gm
+
+    assert check(reads_constant, gm, (torch.ones(3),)).ok
+    assert torch.equal(gm.c, torch.zeros(3)) and torch.equal(seen[0], torch.zeros(3))
+
+
 def test_bad_graph_given_to_check():
     gm = _binary(aten.mm.default)
     with pytest.raises(UsageError, match="raised RuntimeError on its own inputs"):

@@ -1,0 +1,76 @@
+"""The reference lowering passes, verified like any third-party pass: through ``conformance.verify``.
+
+Each pass is checked for what it promises on functional and on mutating graphs (every one of them
+must survive in-place writes, views and metadata mutation, not only DCE and CSE), plus
+idempotence and determinism; ``repair_input_as_output`` also under ``--ensure
+no-input-as-output``. The default registry pipeline and a reference ``PassManager`` running the
+passes are verified the same way. The Hypothesis profile sets the budget (4x its max_examples per
+run, since one run is one pass over cheap graphs); a derandomized profile fixes the seed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from conformance import verify
+from reference_lowering.passes import (
+    DEFAULT_LOWERING_PASSES,
+    PassManager,
+    pass_result_wrapper,
+    registry,
+)
+
+pytestmark = pytest.mark.conformance
+
+PROPERTIES = ("validity", "values", "mutations", "aliasing", "idempotence", "determinism")  # + contracts
+
+# What each pass promises beyond the default properties: one row per pass.
+ENSURES = {
+    "repair_input_as_output": ("no-input-as-output",),  # Torch-TensorRT's rule, the pass's whole point
+}
+
+
+def _budget():
+    profile = settings.default
+    return 4 * profile.max_examples, (0 if profile.derandomize else None)
+
+
+def _assert_verified(target, graphs, ensure=()):
+    max_examples, seed = _budget()
+    result = verify(target, max_examples=max_examples, seed=seed, graphs=graphs, ensure=ensure,
+                    properties=PROPERTIES, timeout=30)
+    assert result.ok, "\n\n".join(
+        f"{v.property}: {v.message}\ngraph before:\n{v.graph_before}\ngraph after:\n{v.graph_after}\n"
+        f"repro: {v.repro_path}" for v in result.violations) + f"\n(seed {result.seed})"
+    assert result.examples >= max_examples
+
+
+@pytest.mark.parametrize("graphs", ["functional", "mutating"])
+@pytest.mark.parametrize("lowering_pass", DEFAULT_LOWERING_PASSES, ids=lambda p: p.__name__)
+def test_reference_pass(lowering_pass, graphs):
+    """The pass keeps every property on generated graphs, and its contract where it has one."""
+    _assert_verified(lowering_pass, graphs, ENSURES.get(lowering_pass.__name__, ()))
+
+
+@pytest.mark.parametrize("graphs", ["functional", "mutating"])
+def test_default_registry_pipeline(graphs):
+    """All reference passes in the default order, as Torch-TensorRT's lowering would run them: the
+    result still has no input as an output (the last pass repairs what earlier ones exposed)."""
+    _assert_verified(registry.apply_lowering_passes, graphs, ("no-input-as-output",))
+
+
+def test_pass_manager_running_reference_passes():
+    """A reference PassManager (wrapped passes, two fixpoint steps, lint and checks after each pass)
+    is itself a pass the harness accepts and verifies."""
+    wrapped = [pass_result_wrapper(_bind(p)) for p in DEFAULT_LOWERING_PASSES]
+    manager = PassManager(wrapped, steps=2, run_checks_after_each_pass=True)
+    _assert_verified(manager, "mutating", ("no-input-as-output",))
+
+
+def _bind(lowering_pass):
+    def run(gm):
+        return lowering_pass(gm, ())
+
+    run.__name__ = lowering_pass.__name__
+    return run
