@@ -15,9 +15,14 @@ SUITE_DIR = pathlib.Path(__file__).resolve().parent / "suite"
 def _run(args) -> int:
     # A fresh interpreter, so pytest sees (and assertion-rewrites) the suite before anything imports it.
     argv = [sys.executable, "-m", "pytest", str(SUITE_DIR), "-p", "no:cacheprovider",
-            f"--hypothesis-profile={args.profile}", "--fx-summary", "-q", *args.pytest_args]
+            f"--hypothesis-profile={args.profile}", "--fx-summary", "-q", *_after_dashes(args.pytest_args)]
     code = subprocess.call(argv)
     return 0 if code == 0 else 1 if code == 1 else 2
+
+
+def _after_dashes(extra: list) -> list:
+    """``fx-conformance run -- -k cse``: argparse keeps the ``--`` that lets ``-k`` through."""
+    return extra[1:] if extra[:1] == ["--"] else extra
 
 
 def _verify(args) -> int:

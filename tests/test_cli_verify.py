@@ -122,3 +122,13 @@ def test_interrupted_run_keeps_its_report(tmp_path):
     data = json.loads(report.read_text())
     assert data["interrupted"] is True and 0 < data["examples"] < 200
     assert "INTERRUPTED: 0 properties violated" in out
+
+
+def test_run_passes_pytest_arguments_and_reports_xfails_in_their_own_column():
+    r = _cli("run", "--profile", "ci", "--", "-k", "test_pass_manager and torch_flaw")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("module"))
+    row = next(line for line in r.stdout.splitlines() if line.startswith("conformance/suite/test_pass_manager.py"))
+    assert header.split()[1:] == ["passed", "failed", "skipped", "xfailed"]
+    passed, failed, skipped, xfailed = map(int, row.split()[1:])
+    assert (passed, failed, skipped) == (0, 0, 0) and xfailed >= 8  # the torch divergences, each listed

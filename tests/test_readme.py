@@ -22,3 +22,19 @@ def test_cli_usage_error_exits_2_with_one_line():
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert "invalid choice: 'nope'" in proc.stderr
+
+
+def test_readme_registry_workflow_prints_what_the_readme_shows(capsys):
+    """Decorate with index=0, dump shows it first, apply runs it, remove drops it: as documented."""
+    text = (ROOT / "README.md").read_text()
+    example, shown = re.search(r"```py\n([^`]*?@lowering_pass\(index=0\).*?)```\n\n```text\n(.*?)```", text, re.S).groups()
+    from reference_lowering.passes import registry
+
+    before = registry.lowering_passes()
+    try:
+        exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
+    finally:
+        while registry.lowering_passes() != before and registry.lowering_passes()[0].__name__ == "sub_to_add_neg":
+            registry.remove_lowering_pass(0)
+    assert capsys.readouterr().out.strip() == shown.strip()
+    assert registry.lowering_passes() == before
