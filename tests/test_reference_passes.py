@@ -65,13 +65,13 @@ def _no_writes(gm):
     return info
 
 
-class _NoUnion(_analysis._UnionFind):
+class _NoUnion(_analysis.UnionFind):
     def union(self, a, b):
         self.find(a), self.find(b)
 
 
 def _no_aliasing(gm):
-    with mock.patch.object(_analysis, "_UnionFind", _NoUnion):
+    with mock.patch.object(_analysis, "UnionFind", _NoUnion):
         return _analysis.analyze(gm)
 
 
@@ -285,7 +285,7 @@ def test_no_view_is_removed_whose_metadata_is_mutated(lowering_pass, view):
         c(aten.transpose_.default, v, 0, 1)  # would transpose y itself once v is y
         return [c(aten.neg.default, y), c(aten.neg.default, v)]
 
-    planted = mock.patch.object(_cleanup, "_metadata_mutated_classes", lambda gm, info: set())
+    planted = mock.patch.object(_cleanup, "reshaped_classes", lambda gm, info: set())
     _caught(lowering_pass, build(1, body), (torch.randn(2, 3),), planted)
 
 
@@ -323,3 +323,9 @@ def test_generated_mutating_graphs_find_a_blinded_analysis(lowering_pass, analys
         result = verify(lowering_pass, max_examples=300, seed=seed, graphs="mutating", repro_dir=tmp_path)
     assert not result.ok
     assert {v.property for v in result.violations} & {"values", "mutations", "validity"}
+
+
+def test_remove_detach_removes_both_forms():
+    gm = build(1, lambda g, c, x: [c(aten.neg.default, c(aten.detach_.default, c(aten.detach.default, c(aten.exp.default, x))))])
+    assert check(remove_detach, gm, (torch.randn(3),)).ok
+    assert ops(applied(remove_detach, gm)) == [aten.exp.default, aten.neg.default]

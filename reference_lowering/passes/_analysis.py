@@ -94,7 +94,7 @@ class StorageInfo:
         return set().union(*self.writes.values()) if self.writes else set()
 
 
-class _UnionFind:
+class UnionFind:
     def __init__(self):
         self.parent = {}
 
@@ -124,7 +124,7 @@ def _constant_key(gm: fx.GraphModule, target: str):
 
 def analyze(gm: fx.GraphModule) -> StorageInfo:
     """Storage classes, writes and escaping classes of ``gm``'s graph (see the module docstring)."""
-    uf = _UnionFind()
+    uf = UnionFind()
     raw_writes = {}
     external_keys = set()
     output = None
@@ -169,6 +169,20 @@ def analyze(gm: fx.GraphModule) -> StorageInfo:
     if output is not None:
         info.escaping = info.classes_of(output.args)
     return info
+
+
+def reshaped_classes(gm: fx.GraphModule, info: StorageInfo) -> set:
+    """Storage classes whose tensors may have their metadata changed in place (``transpose_``,
+    ``as_strided_``, ...): there, two tensor objects of one storage are not interchangeable."""
+    found = set()
+    for node in gm.graph.nodes:
+        # detach_ is tagged inplace_view but changes only autograd state, never size/stride/offset.
+        if (node.op == "call_function" and has_tag(node, torch.Tag.inplace_view)
+                and node.target is not torch.ops.aten.detach_.default):
+            found |= info.classes_of(node.args[:1])
+        elif node in info.writes and schema_of(node) is None:
+            found |= info.writes[node]  # an op not understood may do anything to what it is given
+    return found
 
 
 def output_node(graph: fx.Graph) -> fx.Node:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 import torch.fx as fx
 
-from ._analysis import StorageInfo, _UnionFind, analyze, finish, has_tag, output_node
+from ._analysis import StorageInfo, UnionFind, analyze, finish, output_node, reshaped_classes
 from ._meta import copy_meta, final_val, infer_val
 
 aten = torch.ops.aten
@@ -39,7 +39,7 @@ NOOP_COPIES = {
     aten._to_copy.default: "to the input's own dtype, device and layout",
 }
 
-DETACH_OPS = (aten.detach.default, aten.detach_.default)
+DETACH_OPS = (aten.detach.default, aten.detach_.default)  # detach_ changes autograd state only
 
 
 def repair_input_as_output(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> fx.GraphModule:
@@ -61,7 +61,7 @@ def remove_detach(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> 
     """``aten.detach`` / ``detach_`` nodes are replaced by their input (an inference graph has no
     autograd to cut), unless a metadata-mutating op could then reach a tensor it did not before."""
     info = analyze(gm)
-    reshaped = _metadata_mutated_classes(gm, info)
+    reshaped = reshaped_classes(gm, info)
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in DETACH_OPS and isinstance(node.args[0], fx.Node):
             if info.cls[node] not in reshaped:
@@ -79,8 +79,8 @@ def remove_noop_ops(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -
     outputs alias). So what aliases what never changes.
     """
     info = analyze(gm)
-    reshaped = _metadata_mutated_classes(gm, info)
-    merged = _UnionFind()  # classes made one by removed copies
+    reshaped = reshaped_classes(gm, info)
+    merged = UnionFind()  # classes made one by removed copies
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not node.args or not isinstance(node.args[0], fx.Node):
             continue
@@ -113,19 +113,7 @@ def _replace(node: fx.Node, by: fx.Node) -> None:
     node.graph.erase_node(node)
 
 
-def _metadata_mutated_classes(gm: fx.GraphModule, info: StorageInfo) -> set:
-    """Storage classes whose tensors may have their metadata changed in place (``transpose_``,
-    ``as_strided_``, ...): replacing one tensor of such a class by another could move the change."""
-    found = set()
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and (has_tag(node, torch.Tag.inplace_view) or node.target in DETACH_OPS[1:]):
-            found |= info.classes_of(node.args[:1])
-        elif node in info.writes and not isinstance(node.target, torch._ops.OpOverload):
-            found |= info.writes[node]  # an op not understood may do anything to what it is given
-    return found
-
-
-def _removable_copy(info: StorageInfo, merged: _UnionFind, src: fx.Node, copy: fx.Node) -> bool:
+def _removable_copy(info: StorageInfo, merged: UnionFind, src: fx.Node, copy: fx.Node) -> bool:
     a, b = info.cls[src], info.cls[copy]
     roots = lambda classes: {merged.find(c) for c in classes}  # noqa: E731
     if merged.find(a) in roots(info.external) or roots({a, b}) & roots(info.written):

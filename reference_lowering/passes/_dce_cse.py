@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 from torch._ops import OpOverload
 
-from ._analysis import analyze, finish, has_tag, is_pure, output_node, returns_alias, schema_of
+from ._analysis import analyze, finish, has_tag, is_pure, output_node, reshaped_classes, returns_alias, schema_of
 
 
 def eliminate_dead_code(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> fx.GraphModule:
@@ -55,7 +55,7 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
     or an op this pass does not model.
     """
     info = analyze(gm)
-    reshaped = {c for n in gm.graph.nodes if has_tag(n, torch.Tag.inplace_view) for c in info.classes_of(n.args[:1])}
+    reshaped = reshaped_classes(gm, info)
     writes = defaultdict(int)
     epoch = 0
     seen = {}
