@@ -24,17 +24,15 @@ from reference_lowering.passes import (
 )
 from reference_lowering.passes._infra import graph_fingerprint
 
+from tests.graphs import build
+
 aten = torch.ops.aten
 MANAGER_LOGGER = "reference_lowering.passes._manager"
 
 
 def _gm() -> fx.GraphModule:
-    """x -> neg -> mul(., 2) -> output, built by hand with aten ops."""
-    g = fx.Graph()
-    x = g.placeholder("x")
-    n = g.call_function(aten.neg.default, (x,))
-    g.output(g.call_function(aten.mul.Tensor, (n, 2)))
-    return fx.GraphModule(torch.nn.Module(), g)
+    """x -> neg -> mul(., 2) -> output."""
+    return build(1, lambda g, c, x: c(aten.mul.Tensor, c(aten.neg.default, x), 2))
 
 
 def _recorder(log: list, name: str, modified: bool = False):

@@ -16,16 +16,14 @@ from reference_lowering.passes import (
     registry,
 )
 
+from tests.graphs import build
+
 aten = torch.ops.aten
 
 
 def _gm() -> fx.GraphModule:
-    """x -> neg -> add(., 1) -> output, built by hand with aten ops."""
-    g = fx.Graph()
-    x = g.placeholder("x")
-    n = g.call_function(aten.neg.default, (x,))
-    g.output(g.call_function(aten.add.Tensor, (n, 1)))
-    return fx.GraphModule(torch.nn.Module(), g)
+    """x -> neg -> add(., 1) -> output."""
+    return build(1, lambda g, c, x: c(aten.add.Tensor, c(aten.neg.default, x), 1))
 
 
 def neg_to_abs(gm, sample_inputs):

@@ -111,10 +111,17 @@ class UnionFind:
             self.parent[rb] = ra
 
 
-def _constant_key(gm: fx.GraphModule, target: str):
+def attr_of(module: torch.nn.Module, target: str):
+    """The attribute a ``get_attr``/``call_module`` target names (dotted paths too), or None."""
     try:
-        value = operator.attrgetter(target)(gm)
+        return operator.attrgetter(target)(module)
     except AttributeError:
+        return None
+
+
+def _constant_key(gm: fx.GraphModule, target: str):
+    value = attr_of(gm, target)
+    if value is None:
         return ("missing", target)
     if isinstance(value, torch.Tensor):
         storage = value.untyped_storage()

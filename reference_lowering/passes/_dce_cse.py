@@ -8,16 +8,14 @@ they read in between.
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
 import torch.fx as fx
-from torch._ops import OpOverload
 
 from ._analysis import analyze, finish, has_tag, is_pure, output_node, reshaped_classes, returns_alias, schema_of
-
+from ._infra import value_key
 
 def eliminate_dead_code(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> fx.GraphModule:
     """Remove nodes whose results nobody uses and whose writes nobody can observe.
@@ -44,10 +42,9 @@ def eliminate_dead_code(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor
             gm.graph.erase_node(node)
     return finish(gm)
 
-
 def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> fx.GraphModule:
     """Compute each pure expression once: a later node equal to an earlier one (same op, same
-    arguments, literals compared by type and bits) is replaced by it.
+    arguments, literals compared by type and bits: ``value_key``) is replaced by it.
 
     Never merged: random ops; anything across a write to the storage of any of its arguments (the
     key includes a per-storage write count); a result that is written later (merging would share
@@ -59,14 +56,15 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
     writes = defaultdict(int)
     epoch = 0
     seen = {}
+    position, alive = {n: i for i, n in enumerate(gm.graph.nodes)}, []
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
         if (is_pure(node) and info.cls[node] not in info.written
                 and not (returns_alias(node) and info.cls[node] in reshaped)):
             arg_classes = sorted(info.classes_of((node.args, node.kwargs)), key=str)
-            key = (node.target, _key(node.args), _key(node.kwargs), tuple((str(c), writes[c]) for c in arg_classes),
-                   epoch)
+            key = (node.target, value_key((node.args, node.kwargs), position, alive),
+                   tuple((str(c), writes[c]) for c in arg_classes), epoch)
             if key in seen:
                 node.replace_all_uses_with(seen[key])
                 gm.graph.erase_node(node)
@@ -80,27 +78,9 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
             epoch += 1  # an effect not modelled (e.g. torch._C._set_grad_enabled): a barrier
     return finish(gm)
 
-
 def _removable(node: fx.Node) -> bool:
     """Nodes whose only effects are a result and (for ATen in-place ops) modelled writes."""
     if node.op == "get_attr" or is_pure(node):
         return True
     return (schema_of(node) is not None and node.target._schema.is_mutable
             and not has_tag(node, torch.Tag.nondeterministic_seeded))
-
-
-def _key(value):
-    """A hashable key equal only for arguments that mean the same: 1, 1.0 and True differ (they
-    promote differently), and so do 0.0 and -0.0; NaN equals NaN (same bits, same meaning)."""
-    if isinstance(value, fx.Node):
-        return ("node", value)
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
-    if isinstance(value, float):
-        return ("float", struct.pack("<d", value))
-    if isinstance(value, (bool, int, str, type(None), torch.dtype, torch.device, torch.layout,
-                          torch.memory_format, OpOverload)):
-        return (type(value).__name__, value)
-    return ("object", id(value))

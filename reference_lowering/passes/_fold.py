@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import torch
 import torch.fx as fx
 
 from .._errors import LoweringError
-from ._analysis import analyze, finish, is_pure
+from ._analysis import analyze, attr_of, finish, is_pure
 from ._meta import copy_meta
 
 
@@ -29,7 +28,7 @@ def constant_fold(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> 
     constant = set()
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            ok = isinstance(_attr(gm, node.target), torch.Tensor)
+            ok = isinstance(attr_of(gm, node.target), torch.Tensor)
         else:
             ok = is_pure(node) and all(a in constant for a in node.all_input_nodes)
         if ok and info.cls[node] not in written and info.cls[node] not in info.escaping:
@@ -53,13 +52,6 @@ def constant_fold(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> 
     return finish(gm)
 
 
-def _attr(gm: fx.GraphModule, target: str):
-    try:
-        return operator.attrgetter(target)(gm)
-    except AttributeError:
-        return None
-
-
 def _evaluate(gm: fx.GraphModule, constant: set, targets: list) -> dict:
     """Run the constant-only nodes the targets depend on, in graph order, on the real constants."""
     needed, stack = set(), list(targets)
@@ -74,7 +66,7 @@ def _evaluate(gm: fx.GraphModule, constant: set, targets: list) -> dict:
             if node not in needed:
                 continue
             if node.op == "get_attr":
-                env[node] = _attr(gm, node.target)
+                env[node] = attr_of(gm, node.target)
                 continue
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), env.__getitem__)
             try:

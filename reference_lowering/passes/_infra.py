@@ -17,7 +17,9 @@ import torch
 from torch import fx
 from torch.fx.passes.infra import pass_base as _torch_pass_base
 
-__all__ = ["PassBase", "PassResult", "graph_fingerprint", "pass_name", "pass_result_wrapper", "type_name"]
+from ._analysis import attr_of
+
+__all__ = ["PassBase", "PassResult", "graph_fingerprint", "pass_name", "pass_result_wrapper", "type_name", "value_key"]
 
 # torch's own PassResult, re-exported rather than redefined: it has no flaw, and one class means a
 # pass written against torch and a pass written against us return interchangeable results, and the
@@ -176,8 +178,8 @@ def _graph_key(graph: fx.Graph, owner: torch.nn.Module | None, alive: list, dept
         entry = (
             node.op,
             _target_key(node.target),
-            _value_key(node.args, position, alive),
-            _value_key(node.kwargs, position, alive),
+            value_key(node.args, position, alive),
+            value_key(node.kwargs, position, alive),
         )
         if node.op in ("get_attr", "call_module") and isinstance(node.target, str):
             entry += (_attr_key(owner, node.target, alive, depth),)
@@ -197,39 +199,36 @@ def _target_key(target: Any) -> tuple:
 
 
 def _attr_key(owner: torch.nn.Module | None, path: str, alive: list, depth: int) -> tuple:
-    if owner is None:
-        return ("missing",)
-    obj: Any = owner
-    try:
-        for part in path.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
+    obj = None if owner is None else attr_of(owner, path)
+    if obj is None:
         return ("missing",)
     if isinstance(obj, torch.Tensor):
         alive.append(obj)
         return ("tensor", id(obj), obj._version, obj.dtype, tuple(obj.shape))
     if isinstance(obj, torch.nn.Module):
         return _module_key(obj, alive, depth + 1)
-    return _value_key(obj, {}, alive)
+    return value_key(obj, {}, alive)
 
 
-def _value_key(value: Any, position: dict, alive: list) -> Any:
-    """Typed key of an argument: nodes by position, floats by bit pattern (so -0.0 != 0.0)."""
+def value_key(value: Any, position: dict, alive: list) -> Any:
+    """Typed key of an argument, equal only for arguments that mean the same: nodes by position;
+    ``1``, ``1.0`` and ``True`` differ (they promote differently), floats by bit pattern (so -0.0 !=
+    0.0; every NaN is one NaN); objects compared by identity are appended to ``alive``."""
     if isinstance(value, fx.Node):
         return ("node", position.get(value, ("foreign", id(value))))
     if isinstance(value, (tuple, list)):
-        return (type(value).__qualname__, tuple(_value_key(v, position, alive) for v in value))
+        return (type(value).__qualname__, tuple(value_key(v, position, alive) for v in value))
     if isinstance(value, dict):
         return (
             type(value).__qualname__,
-            tuple((_value_key(k, position, alive), _value_key(v, position, alive)) for k, v in value.items()),
+            tuple((value_key(k, position, alive), value_key(v, position, alive)) for k, v in value.items()),
         )
     if isinstance(value, slice):
-        return ("slice",) + tuple(_value_key(v, position, alive) for v in (value.start, value.stop, value.step))
+        return ("slice",) + tuple(value_key(v, position, alive) for v in (value.start, value.stop, value.step))
     if isinstance(value, float):
         return ("float", value.hex() if not math.isnan(value) else "nan")
     if isinstance(value, complex):
-        return ("complex", _value_key(value.real, position, alive), _value_key(value.imag, position, alive))
+        return ("complex", value_key(value.real, position, alive), value_key(value.imag, position, alive))
     if value is None or isinstance(value, (bool, int, str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return (type(value).__qualname__, value)
     if isinstance(value, torch.Tensor):
