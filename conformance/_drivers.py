@@ -78,37 +78,55 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
             _child(i, budgets[i], search, write_fd)  # never returns
         os.close(write_fd)
         children[read_fd] = (pid, _FrameReader(read_fd))
-    founds, crashed, interrupted, finished = [], None, False, set()
+    founds, crashed, finished = [], None, set()
+    interrupted = False
+
+    def on_sigint(signum, frame):
+        # Ctrl-C may land anywhere in this loop (in select, or while a report is being written):
+        # the handler only records it and tells the drivers, which finish with what they found
+        # (a terminal's Ctrl-C reaches them too; a signal sent to this process alone does not).
+        nonlocal interrupted
+        interrupted = True
+        for fd in open_fds:
+            _signal_quietly(children[fd][0], signal.SIGINT)
+
     open_fds = set(children)
-    while open_fds:
-        try:
-            ready, _, _ = select.select(list(open_fds), [], [])
-        except KeyboardInterrupt:
-            interrupted = True  # the drivers finish with what they found (a terminal's Ctrl-C
-            for fd in open_fds:  # reaches them too; a signal sent to this process alone does not)
-                _signal_quietly(children[fd][0], signal.SIGINT)
-            continue
-        for fd in ready:
-            pid, reader = children[fd]
-            for frame in reader.read_available():
-                if frame[0] == "example":
-                    on_example(frame[1])
-                    for v in frame[3]:
-                        on_found(v)
-                elif frame[0] == "done":
-                    founds.append(frame[1])
-                    finished.add(fd)
-                    interrupted |= frame[2]
-                elif frame[0] == "error":
-                    raise frame[1]
-            if reader.eof:
-                open_fds.discard(fd)
-                os.close(fd)
+    previous = _install_sigint(on_sigint)
+    try:
+        while open_fds:
+            ready, _, _ = select.select(list(open_fds), [], [])  # retried after the handler (PEP 475)
+            for fd in ready:
+                pid, reader = children[fd]
+                for frame in reader.read_available():
+                    if frame[0] == "example":
+                        on_example(frame[1])
+                        for v in frame[3]:
+                            on_found(v)
+                    elif frame[0] == "done":
+                        founds.append(frame[1])
+                        finished.add(fd)
+                        interrupted |= frame[2]
+                    elif frame[0] == "error":
+                        raise frame[1]
+                if reader.eof:
+                    open_fds.discard(fd)
+                    os.close(fd)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     for fd, (pid, _) in children.items():
         _, status = os.waitpid(pid, 0)
         if crashed is None and fd not in finished:
             crashed = _describe(status)
     return founds, crashed, interrupted
+
+
+def _install_sigint(handler):
+    """Install ``handler`` for SIGINT; returns the previous one (None where only the main thread may)."""
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: Ctrl-C goes to the main thread anyway
+        return None
 
 
 def _signal_quietly(pid: int, sig) -> None:

@@ -1,0 +1,54 @@
+"""Forked search drivers: Ctrl-C anywhere in the parent's event loop ends the run cleanly.
+
+The CI failure this guards against: SIGINT arrived while the parent was inside ``on_example``
+(rewriting the streamed JSON report), outside the ``select`` that alone caught it, and the run
+died with a traceback instead of finishing with what the drivers had found.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from conformance._drivers import run_drivers
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="drivers fork")
+
+
+def _search(i, budget, make_events):
+    found = SimpleNamespace(examples=0, interrupted=False)
+    events = make_events(found)
+    try:
+        for _ in range(budget):
+            found.examples += 1
+            events.example(SimpleNamespace(ok=True), [])
+            time.sleep(0.01)
+    except KeyboardInterrupt:
+        found.interrupted = True
+    return found
+
+
+def test_sigint_inside_the_example_callback_interrupts_cleanly():
+    seen = []
+
+    def on_example(ok):
+        seen.append(ok)
+        if len(seen) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered here, in the callback, not in select()
+            time.sleep(0.05)
+
+    before = signal.getsignal(signal.SIGINT)
+    founds, crashed, interrupted = run_drivers(1, [10_000], _search, on_example, lambda v: None)
+    assert interrupted and crashed is None
+    assert len(founds) == 1 and founds[0].interrupted and 3 <= founds[0].examples < 10_000
+    assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back
+
+
+def test_uninterrupted_drivers_finish_their_budgets():
+    founds, crashed, interrupted = run_drivers(2, [5, 7], _search, lambda ok: None, lambda v: None)
+    assert not interrupted and crashed is None
+    assert sorted(f.examples for f in founds) == [5, 7]
