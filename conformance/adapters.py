@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.fx.passes.infra.pass_manager import PassManager
 from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
@@ -129,18 +130,31 @@ def _type_name(obj) -> str:
 def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     """An independent copy of ``gm``: new graph and nodes (meta dicts copied), cloned tensors.
 
-    Built node by node with ``Graph.graph_copy`` rather than ``copy.deepcopy`` (which raises
-    ``KeyError`` on a graph with use-before-def, and deep-copies every FakeTensor in meta).
+    Nodes are created first and wired second, so a graph with use-before-def copies as it is
+    (``copy.deepcopy`` and ``Graph.graph_copy`` raise ``KeyError`` on one), and FakeTensors in
+    meta are shared, not deep-copied. The copy is a ``_LazyGraphModule`` (as dynamo hands passes):
+    its code is generated on first use, so a copy the pass rewrites before anything runs it never
+    pays for a compile it discards.
     """
     graph = fx.Graph(tracer_cls=gm.graph._tracer_cls)
-    out = graph.graph_copy(gm.graph, {})
-    graph.output(out)
     graph._codegen = copy.deepcopy(gm.graph._codegen)
+    env = {}
+    for node in gm.graph.nodes:
+        env[node] = new = graph.create_node(node.op, node.target, (), {}, node.name, node.type)
+        new.meta = copy.copy(node.meta)
+
+    def lookup(arg: fx.Node) -> fx.Node:
+        if arg not in env:
+            raise UsageError(f"node {arg.name} is used by the graph but is not in it (erased or from another graph)")
+        return env[arg]
+
+    for node, new in env.items():
+        new.args, new.kwargs = fx.map_arg(node.args, lookup), fx.map_arg(node.kwargs, lookup)
     root = torch.nn.Module()
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             _copy_attr(gm, root, node.target)
-    return fx.GraphModule(root, graph, class_name=type(gm).__name__ if type(gm) is not fx.GraphModule else "GraphModule")
+    return _LazyGraphModule(root, graph, class_name=type(gm).__name__)  # the per-instance class, renamed
 
 
 def _copy_attr(src: torch.nn.Module, dst: torch.nn.Module, target: str) -> None:

@@ -10,6 +10,8 @@ do not. NaN positions and +-inf must match exactly; signed zeros only when asked
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx as fx
 
@@ -199,7 +201,8 @@ def upcast(tensors) -> tuple:
 
 
 def reference_run(gm: fx.GraphModule, inputs: tuple):
-    """Run ``gm`` with floating inputs and constants upcast to float64: (outputs, inputs after).
+    """Run ``gm`` with floating inputs and constants upcast to float64:
+    (outputs, inputs after, ``{target: constant after}`` for its tensor constants).
 
     Returns None when the graph cannot run that way (an op without a float64 kernel, say); the
     oracle then falls back to the dtype table alone.
@@ -214,8 +217,27 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
         ref_inputs = upcast(inputs)
         with grad_mode_restored():
             outputs = ref(*ref_inputs)
-        return outputs, ref_inputs
+        return outputs, ref_inputs, tensor_constants(ref)
     except Exception:  # noqa: BLE001 - any failure only means "no reference available"
+        return None
+
+
+def tensor_constants(gm: fx.GraphModule) -> dict:
+    """``{target: tensor}`` for the tensors the graph's ``get_attr`` nodes read (module state a run may write)."""
+    found = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.target not in found:
+            value = attr_or_none(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                found[node.target] = value
+    return found
+
+
+def attr_or_none(gm: torch.nn.Module, target: str):
+    """The attribute at dotted ``target``, or None where the module has none."""
+    try:
+        return operator.attrgetter(target)(gm)
+    except AttributeError:
         return None
 
 

@@ -7,7 +7,8 @@ isolated workers run, and that repro scripts call. Properties (``PROPERTIES``):
   present matches what each node produces (shape, dtype, significant strides);
 - ``values``: outputs match under the oracle (count, shapes, dtypes, values; strides of outputs
   that alias an input in the original);
-- ``mutations``: every input after the run matches (values and metadata), and so does grad mode;
+- ``mutations``: every input after the run matches (values and metadata), so does every tensor
+  constant the original reads (module state a run may write), and so does grad mode;
 - ``aliasing``: which outputs alias inputs, constants or each other is unchanged, except that
   outputs may come to share storage with each other (CSE of duplicate results); a contract such
   as ``functional`` may allow aliases to be removed; an alias of an input or constant is never added;
@@ -20,7 +21,6 @@ A pass that raises, hangs (``timeout``) or returns a non-graph violates ``execut
 
 from __future__ import annotations
 
-import operator
 import signal
 import threading
 import traceback
@@ -34,11 +34,11 @@ from strategies import attach_meta
 
 from ._errors import UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
-from .adapters import (PassReturnError, PassUnderTest, clone_inputs, grad_mode_restored, load_pass, snapshot,
-                       to_device)
+from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, grad_mode_restored, load_pass,
+                       snapshot, to_device)
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import compare_metadata, compare_values, reference_run
+from .oracle import attr_or_none, compare_metadata, compare_values, reference_run, tensor_constants
 
 
 class ExampleTimeout(BaseException):
@@ -118,8 +118,10 @@ class _Run:
 
     def go(self) -> None:
         exp_in = clone_inputs(self.inputs)
-        exp_out, exp_grad = _call(_pristine(self.gm), exp_in)
+        original = _pristine(self.gm)
+        exp_out, exp_grad = _call(original, exp_in)
         self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
+        self.exp_constants = tensor_constants(original)  # after its one run
         applied = self._apply(self.gm, self.inputs)
         if applied is None:
             return
@@ -135,6 +137,8 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - any failure of the result is the pass's
             self.violation("validity", _run_failure(after, self.inputs, exc))
             return
+        # The result's state under the original's constant names, copied before any further run of it.
+        act_constants = {name: _copy_or_none(attr_or_none(after, name)) for name in self.exp_constants}
         (exp_flat, exp_spec), _, _ = self.expected
         act_flat, act_spec = pytree.tree_flatten(act_out)
         if self.wants("validity"):
@@ -143,6 +147,7 @@ class _Run:
             self._values(exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in)
         if self.wants("mutations"):
             self._mutations(act_in, act_grad)
+            self._constant_writes(act_constants)
         if self.wants("aliasing") and len(exp_flat) == len(act_flat):
             self._aliasing(exp_flat, exp_in, act_flat, act_in, after)
         if self.wants("contracts"):
@@ -185,10 +190,10 @@ class _Run:
             self.violation("validity", message)
 
     def reference(self):
-        """fp64 run of the ORIGINAL graph: (flat outputs, inputs after), or None; computed once."""
+        """fp64 run of the ORIGINAL graph: (flat outputs, inputs after, constants after), or None; computed once."""
         if self._reference is False:
             ref = reference_run(self.gm, clone_inputs(self.inputs))
-            self._reference = None if ref is None else (pytree.tree_leaves(ref[0]), ref[1])
+            self._reference = None if ref is None else (pytree.tree_leaves(ref[0]), *ref[1:])
         return self._reference
 
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
@@ -234,9 +239,29 @@ class _Run:
             self.violation("mutations", f"grad mode after the run={act_grad}, but should be {exp_grad} "
                                         f"(a _set_grad_enabled node was dropped or changed)")
 
+    def _constant_writes(self, act_constants):
+        """A graph may write its own constants (module buffers): that state is the caller's too."""
+        for name, e in self.exp_constants.items():
+            a, what = act_constants[name], f"constant {name} after the run"
+            before = attr_or_none(self.gm, name)  # the caller's, never run
+            written = not (_quick_equal(e, before) and compare_metadata(e, before, "", strides=True) is None)
+            if a is None:
+                if written:
+                    self.violation("mutations", f"{what}=missing, but should hold what the original writes to it "
+                                                f"(the pass removed the constant)")
+                continue
+            message = compare_metadata(a, e, what, strides=True)
+            if message is None and not _quick_equal(a, e):
+                ref = self.reference()
+                message = compare_values(a, e, what, reference=ref[2].get(name) if ref else None,
+                                         signed_zeros=self.c.signed_zeros)
+            if message:
+                hint = "the original writes it" if written else "the original leaves it unchanged"
+                self.violation("mutations", f"{message}\n  ({hint})")
+
     def _aliasing(self, exp_flat, exp_in, act_flat, act_in, after):
-        want = alias_map(exp_flat, exp_in, _constants(self.gm))
-        got = alias_map(act_flat, act_in, _constants(after))
+        want = alias_map(exp_flat, exp_in, tensor_constants(self.gm))
+        got = alias_map(act_flat, act_in, tensor_constants(after))
         for i, (g, w) in enumerate(zip(got, want)):
             # Outputs may come to share storage with each other: CSE of duplicate results does that
             # (fx_graph_cse, CSEPass), and only a caller that writes into one output and reads another
@@ -323,17 +348,8 @@ def _aliases(tags) -> str:
     return ", ".join(sorted(tags)) if tags else "nothing"
 
 
-def _constants(gm: fx.GraphModule) -> dict:
-    found = {}
-    for node in gm.graph.nodes:
-        if node.op == "get_attr":
-            try:
-                value = operator.attrgetter(node.target)(gm)
-            except AttributeError:
-                continue
-            if isinstance(value, torch.Tensor):
-                found[node.target] = value
-    return found
+def _copy_or_none(t):
+    return clone_tensor(t) if isinstance(t, torch.Tensor) else None
 
 
 def _code(gm) -> str:

@@ -145,6 +145,23 @@ def test_snapshot_is_independent_and_keeps_meta():
     assert torch.equal(gm.c, torch.ones(2, 3).t()) and next(iter(gm.graph.nodes)).meta["val"] == "marker"
 
 
+def test_snapshot_copies_a_use_before_def_graph_as_it_is():
+    """deepcopy and Graph.graph_copy raise KeyError on such a graph; a pass's broken result must
+    still be copyable (idempotence, determinism, repro scripts) and judged, not crash the harness."""
+    import copy as copymod
+
+    gm = _gm()
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert len(ops) >= 2
+    ops[0].prepend(ops[-1])  # the last op now comes first: it uses values defined after it
+    with pytest.raises(KeyError):
+        copymod.deepcopy(gm)
+    copy = snapshot(gm)
+    assert [(n.name, str(n.args)) for n in copy.graph.nodes] == [(n.name, str(n.args)) for n in gm.graph.nodes]
+    with pytest.raises(RuntimeError, match="used before it has been defined"):
+        copy.graph.lint()
+
+
 def test_to_device_keeps_layout_sharing_and_meta():
     from conformance.adapters import to_device
 

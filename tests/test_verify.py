@@ -15,6 +15,7 @@ import torch.fx as fx
 
 from conformance import UsageError, check
 from conformance.adapters import clone_inputs
+from tests.graphs import build
 
 aten = torch.ops.aten
 
@@ -193,6 +194,56 @@ def test_mutations_metadata():
     gm = _graph(lambda g, x: [g.call_function(aten.sin.default, (g.call_function(aten.t_.default, (x,)),))], 1)
     v = check(_bypass(aten.t_.default), gm, (torch.randn(2, 2),))
     assert any(x.property == "mutations" and "stride" in x.message for x in v.violations)
+
+
+def _writes_constant(write):
+    """x0 * 2, after ``write`` (add_ or add) of x0 into the buffer ``c``; the write's result is unused."""
+    return build(1, lambda g, call, x: [call(write, g.get_attr("c"), x), call(aten.mul.Tensor, x, 2)][1:],
+                 constants={"c": torch.zeros(3)})
+
+
+def _drop_target(target):
+    def p(gm):
+        for n in list(gm.graph.nodes):
+            if n.target == target:
+                gm.graph.erase_node(n)
+        gm.graph.eliminate_dead_code()
+        return gm
+    return p
+
+
+def test_mutations_of_constants_dropped_or_introduced():
+    """A graph's writes to its own buffers are state the caller sees: dropping one (a DCE that takes
+    add_ for dead) or introducing one (add turned into add_) is a mutations violation."""
+    gm, x = _writes_constant(aten.add_.Tensor), torch.ones(3)
+    v = check(_drop_target(aten.add_.Tensor), gm, (x,))
+    assert _props(v) == {"mutations"}
+    assert "constant c after the run" in v.violations[0].message and "the original writes it" in v.violations[0].message
+    assert check(lambda gm: gm, gm, (x,)).ok
+    assert check("reference_lowering.passes:eliminate_dead_code", gm, (x,)).ok  # keeps the write
+    assert torch.equal(gm.c, torch.zeros(3))  # the caller's buffer was never written
+
+    pure = _writes_constant(aten.add.Tensor)
+    v = check(_retarget(aten.add.Tensor, aten.add_.Tensor), pure, (x,))
+    assert _props(v) == {"mutations"} and "leaves it unchanged" in v.violations[0].message
+    assert check(_drop_target(aten.add.Tensor), pure, (x,)).ok  # a dead pure read may go
+
+
+def test_a_removed_constant_is_a_violation_only_when_the_original_writes_it():
+    def drop_write_and_buffer(gm):
+        _drop_target(aten.add_.Tensor)(gm)
+        gm.graph.eliminate_dead_code()
+        del gm.c
+        return gm
+    v = check(drop_write_and_buffer, _writes_constant(aten.add_.Tensor), (torch.ones(3),))
+    assert _props(v) == {"mutations"} and "c after the run=missing" in v.violations[0].message
+
+    def drop_read_and_buffer(gm):
+        _drop_target(aten.add.Tensor)(gm)
+        gm.graph.eliminate_dead_code()
+        del gm.c
+        return gm
+    assert check(drop_read_and_buffer, _writes_constant(aten.add.Tensor), (torch.ones(3),)).ok
 
 
 def test_aliasing_added_and_removed():
