@@ -20,11 +20,13 @@ $(STAMP): $(VPY) pyproject.toml
 	$(VPY) -m pip install --quiet -e .
 	@touch $(STAMP)
 
-# The project's tests, the benchmarks as smoke tests (timing disabled), and the conformance suite,
-# all under the small, derandomized `ci` Hypothesis profile.
+# The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and
+# the docstring examples of the three packages, all under the small, derandomized `ci` profile.
 test: $(STAMP)
 	$(VPY) -m pytest tests benchmarks conformance/suite -q -p no:cacheprovider \
 		--hypothesis-profile=$(PROFILE) --benchmark-disable
+	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py -q -p no:cacheprovider \
+		--hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)

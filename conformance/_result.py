@@ -72,7 +72,7 @@ class VerifyResult:
     """The outcome of ``verify()``: ``ok`` is True when no example violated any selected property."""
 
     target: str
-    examples: int = 0  # examples fully checked (shrinking re-runs not counted)
+    examples: int = 0  # graphs checked, shrinking runs included (so it can exceed max_examples)
     violations: list = field(default_factory=list)  # one per violated property, minimal example
     properties: dict = field(default_factory=dict)  # name -> PropertyCount
     options: dict = field(default_factory=dict)

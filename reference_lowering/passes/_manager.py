@@ -165,6 +165,8 @@ class PassManager:
         suppress_check_failures: log a failing check or lint as a warning and go on instead of raising.
 
     Example:
+        >>> import torch.fx as fx
+        >>> from reference_lowering.passes import PassManager, pass_result_wrapper
         >>> pm = PassManager([pass_result_wrapper(lambda gm: gm)], steps=3)
         >>> pm(fx.symbolic_trace(lambda x: x + 1)).modified
         False
