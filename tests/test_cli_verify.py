@@ -28,6 +28,28 @@ PASSES = textwrap.dedent('''
     def identity(gm):
         return gm
 
+    class Settings:
+        def __init__(self):
+            self.debug = False
+
+    def make_settings():
+        return Settings()
+
+    def trt_style(gm, settings):
+        """Torch-TensorRT's current form (needs a settings object from a factory): its input-as-output repair."""
+        from reference_lowering.passes import repair_input_as_output
+
+        assert isinstance(settings, Settings)
+        return repair_input_as_output(gm, ())
+
+    def reinplace_neg(gm):
+        """neg -> neg_ on the result of another op: values stay right, the functional contract breaks."""
+        for n in gm.graph.nodes:
+            if n.target == aten.neg.default and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "call_function":
+                n.target = aten.neg_.default
+        gm.recompile()
+        return gm
+
     def plus_one(gm):
         """Adds 1 to every output: wrong on every graph (a plain bug for the plugin to report)."""
         out = next(n for n in gm.graph.nodes if n.op == "output")
@@ -102,6 +124,54 @@ def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     bad = pytest_run("plus_one")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "violates values" in bad.stdout
+
+
+def test_every_verify_option_reaches_the_run(passes, tmp_path):
+    """The options a user types land in the run: the JSON report records each, the property table
+    holds exactly the selected properties, the settings factory reaches an fn(gm, settings) pass."""
+    report = tmp_path / "r.json"
+    r = _cli("verify", f"{passes}:trt_style", "--max-examples", "12", "--seed", "2", "--graphs", "mutating",
+             "--no-special-values", "--no-constants", "--ensure", "no-input-as-output",
+             "--properties", "values,mutations", "--signature", "gm-settings",
+             "--settings-factory", f"{passes}:make_settings", "--device", "cpu", "--timeout", "5", "--isolate",
+             "-n", "2", "--json", report, "--repro-dir", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(report.read_text())
+    opts = data["options"]
+    assert (opts["graphs"], opts["special_values"], opts["constants"]) == ("mutating", False, False)
+    assert (opts["ensure"], opts["signature"], opts["device"]) == (["no-input-as-output"], "gm-settings", "cpu")
+    assert (opts["timeout"], opts["isolate"], opts["workers"]) == (5.0, True, 2)
+    assert sorted(data["properties"]) == ["contracts:no-input-as-output", "mutations", "values"]
+    assert data["examples"] == 12 and data["isolated"] is True
+
+
+def test_selected_properties_and_contracts_decide_the_verdict(passes, tmp_path):
+    """A pass with right values that breaks `functional`: passes on values alone, fails the contract."""
+    common = ("--max-examples", "60", "--seed", "0", "--repro-dir", tmp_path)
+    r = _cli("verify", f"{passes}:reinplace_neg", "--properties", "values", *common)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _cli("verify", f"{passes}:reinplace_neg", "--properties", "values", "--ensure", "functional", *common)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "contracts:functional violated by a minimal graph" in r.stdout
+    r = _cli("verify", f"{passes}:plus_one", "--properties", "mutations", *common)
+    assert r.returncode == 0, r.stdout + r.stderr  # wrong values, but values were not asked for
+    r = _cli("verify", f"{passes}:trt_style", "--signature", "gm-settings", *common)
+    assert r.returncode == 2 and "settings" in r.stderr  # the form needs a factory: a usage error
+
+
+def test_pytest_plugin_with_xdist_mutating_graphs_and_a_contract(passes, tmp_path):
+    def pytest_run(target, graphs, contract):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={target}",
+                               "--fx-graphs", graphs, "--fx-ensure", contract, "--hypothesis-profile=ci", "-n", "2"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    ok = pytest_run("reference_lowering.passes:repair_input_as_output", "mutating", "no-input-as-output")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    assert "5 passed" in ok.stdout and "created: 2/2 workers" in ok.stdout
+    assert re.search(r"fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile ci, device cpu", ok.stdout)
+    assert "on mutating graphs, contracts: no-input-as-output" in ok.stdout
+    bad = pytest_run(f"{passes}:reinplace_neg", "functional", "functional")
+    assert bad.returncode == 1, bad.stdout[-3000:]
+    assert "FAILED" in bad.stdout and "test_contracts" in bad.stdout and "4 passed" in bad.stdout
 
 
 SLOW = textwrap.dedent('''

@@ -189,6 +189,22 @@ def test_module_level_decorator_registers_in_default_registry_and_remove_restore
     assert registry.lowering_passes() == before
 
 
+def test_module_level_bare_decorator_appends_to_the_default_registry():
+    before = registry.lowering_passes()
+    try:
+
+        @registry.lowering_pass
+        def user_last(gm, sample_inputs):
+            return gm
+
+        assert user_last.__name__ == "user_last"  # the decorator hands the function back
+        assert registry.lowering_passes() == (*before, user_last)
+        assert registry.dump_lowering_passes().splitlines()[-1] == f"{len(before)}: user_last"
+    finally:
+        removed = registry.remove_lowering_pass(len(before))
+    assert removed is user_last and registry.lowering_passes() == before
+
+
 def test_default_passes_keep_values_of_a_small_graph():
     x = torch.tensor([[-1.5, 0.0], [2.0, -0.0]])
     gm = _gm()

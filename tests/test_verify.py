@@ -348,6 +348,26 @@ def test_idempotence_and_determinism():
     assert _props(v) == {"determinism"}
 
 
+def test_a_registered_contract_is_checked_by_name():
+    """The extension point later layers use: a contract registered by name judges results via ensure=."""
+    from conformance.contracts import CONTRACTS, register_contract
+
+    @register_contract("no-neg", "the result computes no aten.neg")
+    def _no_neg(ctx):
+        return [f"node {n.name}=aten.neg, but should be gone" for n in ctx.after.graph.nodes
+                if n.target == aten.neg.default]
+
+    try:
+        gm = _graph(lambda g, x: [g.call_function(aten.neg.default, (x,))], 1)
+        v = check(lambda gm: gm, gm, (torch.randn(3),), ensure=["no-neg"])
+        assert _props(v) == {"contracts:no-neg"} and "aten.neg, but should be gone" in v.violations[0].message
+        assert check(_retarget(aten.neg.default, aten.neg.default), gm, (torch.randn(3),), properties=["values"]).ok
+        with pytest.raises(UsageError, match="no-such-contract"):
+            check(lambda gm: gm, gm, (torch.randn(3),), ensure=["no-such-contract"])
+    finally:
+        del CONTRACTS["no-neg"]
+
+
 def test_caller_graph_and_inputs_are_never_modified():
     gm = _binary(aten.add.Tensor)
     gm.register_buffer("c", torch.ones(3))
