@@ -1,10 +1,12 @@
 """Harness throughput: verified examples per second for the identity pass on 12-node graphs
 (target: >= 100/s on one core), and the overhead ratio against bare build + run of the same graphs.
 
-Both loops draw the same derandomized graphs with the same Hypothesis settings; "bare" runs each
-drawn graph once, "verified" runs the full default check (validity incl. meta['val'], values,
-mutations, aliasing) through ``Checker``. Run timed with ``make bench``; under ``make test`` each
-runs once as a smoke test. Correctness first: every verified example must pass.
+The draw loops draw the same derandomized graphs with the same Hypothesis settings; "bare" runs
+each drawn graph once, "verified" runs the full default check (validity incl. meta['val'], values,
+mutations, aliasing) through ``Checker``. "check" times the check alone on those graphs drawn
+beforehand: the harness's own cost, without the strategy's (which test_strategies.py tracks).
+Run timed with ``make bench``; under ``make test`` each runs once as a smoke test. Correctness
+first: every verified example must pass.
 """
 
 from __future__ import annotations
@@ -58,6 +60,23 @@ def rates():
     shared_fake_mode()
     _CHECKER = Checker(load_pass(lambda gm: gm))
     return {}
+
+
+def test_check_only_examples_per_second(benchmark, rates):
+    cases = []
+    _loop(lambda case: cases.append(case) or True, N_CASES)
+    result = {}
+
+    def run():
+        start = time.perf_counter()
+        result["failed"] = sum(not _verified(case) for case in cases)
+        result["seconds"] = time.perf_counter() - start
+
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
+    assert len(cases) == N_CASES and result["failed"] == 0
+    rate = N_CASES / result["seconds"]
+    benchmark.extra_info.update(examples_per_second=round(rate, 1), nodes=NODES, cases_per_round=N_CASES)
+    print(f"\nidentity pass, {NODES}-node graphs drawn beforehand: {rate:.1f} checked/s")
 
 
 @pytest.mark.parametrize("mode", ["bare", "verified"])

@@ -38,3 +38,22 @@ def test_readme_registry_workflow_prints_what_the_readme_shows(capsys):
             registry.remove_lowering_pass(0)
     assert capsys.readouterr().out.strip() == shown.strip()
     assert registry.lowering_passes() == before
+
+
+def test_readme_verify_transcript_is_what_the_command_prints(tmp_path):
+    """The README's "verify a pass" block is real output: rerun its command on its pass file and
+    compare line by line (only the wall time may differ). If the strategies or messages change
+    on purpose, regenerate the block from this command's output."""
+    text = (ROOT / "README.md").read_text()
+    source = re.search(r"```py\n(# my_passes\.py.*?)```", text, re.S).group(1)
+    command, shown = re.search(r"```text\n\$ (fx-conformance verify [^\n]*)\n(.*?)```", text, re.S).groups()
+    (tmp_path / "my_passes.py").write_text(source)
+    args = command.split()[1:]
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+
+    def timeless(s):
+        return re.sub(r"\d+\.\d+ s;", "T s;", s).strip().splitlines()
+    assert timeless(proc.stdout) == timeless(shown)
+    assert (tmp_path / "reports" / "repro" / "repro_my_passes_canonicalize_sub_values.py").exists()
