@@ -1,4 +1,4 @@
-"""``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error."""
+"""``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error (``prove``: 3 unknown)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,53 @@ def _verify(args) -> int:
     if result.violations:
         return 1
     return 130 if result.interrupted else 0
+
+
+_PROVE_EXIT = {"proved": 0, "refuted": 1, "unknown": 3}
+
+
+def _prove(args) -> int:
+    import json
+
+    from . import UsageError
+    from .symbolic import prove_equal
+
+    try:
+        result = prove_equal(args.lhs, args.rhs, assumptions=args.assume or (), timeout_ms=args.timeout_ms)
+    except UsageError as exc:
+        print(f"fx-conformance prove: error: {exc}", file=sys.stderr)
+        return 2
+    claim = f"{args.lhs} == {args.rhs}" + (f" assuming {' and '.join(args.assume)}" if args.assume else "")
+    print(f"{result.verdict}: {claim} ({result.time_ms:.1f} ms)")
+    record = {"schema_version": 1, "verdict": result.verdict, "lhs": args.lhs, "rhs": args.rhs,
+              "assumptions": list(args.assume or ()), "timeout_ms": args.timeout_ms, "time_ms": result.time_ms}
+    if result.verdict == "refuted":
+        print("  counterexample: " + ", ".join(f"{k}={v}" for k, v in result.counterexample.items()))
+        print(f"  lhs = {result.lhs_value}\n  rhs = {result.rhs_value}")
+        record.update(counterexample=result.counterexample, lhs_value=str(result.lhs_value),
+                      rhs_value=str(result.rhs_value))
+    elif result.verdict == "unknown":
+        print(f"  {result.reason}")
+        record["reason"] = result.reason
+    if args.json:
+        path = pathlib.Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2) + "\n")
+    return _PROVE_EXIT[result.verdict]
+
+
+def _add_prove(sub) -> None:
+    p = sub.add_parser("prove", help="prove a symbolic rewrite (z3) or show a counterexample",
+                       description="Prove LHS == RHS for all integers (free names are integer symbols; FloorDiv, "
+                                   "CeilDiv, CleanDiv, ModularIndexing, PythonMod, Mod, CMod, floor, ceiling, Abs, "
+                                   "Min, Max in scope, never simplified). Exit 0: proved; 1: refuted (a checked "
+                                   "counterexample); 3: unknown; 2: usage error.")
+    p.add_argument("lhs")
+    p.add_argument("rhs")
+    p.add_argument("--assume", action="append", metavar="EXPR", help="a condition the symbols satisfy (repeatable)")
+    p.add_argument("--timeout-ms", type=_positive_int, default=10_000, help="z3 time limit (default 10000)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the verdict as JSON")
+    p.set_defaults(func=_prove)
 
 
 def _positive_int(text: str) -> int:
@@ -104,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra arguments passed to pytest")
     run.set_defaults(func=_run)
     _add_verify(sub)
+    _add_prove(sub)
     return parser
 
 

@@ -1,0 +1,206 @@
+"""Two algebras the index semantics are written against: z3 terms, and exact Python values.
+
+A value is a rational. In ``Z3Algebra`` it is a pair ``(P, Q)`` of z3 integer terms (``Q`` may
+be a plain int) meaning ``P / Q``: rationals never become z3 reals, so everything stays integer
+arithmetic, and ``floor(P / Q)`` is a fresh integer ``k`` with ``Q*k <= P < Q*k + Q`` (the
+encoding ../shared/notes/torch-2.13-facts.md section 5c found instant where ``ToInt(ToReal(..))``
+timed out). In ``PyAlgebra`` a value is a ``fractions.Fraction`` and nothing is approximate.
+
+Both record definedness: ``require(cond)`` in z3 collects ``path => cond`` (a divisor is non-zero
+where its branch is taken), in Python it raises ``Undefined``. Conditional values (``ite``) take
+thunks, so a branch is translated under its path condition and evaluated only when taken.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import z3
+
+
+class Undefined(Exception):
+    """A concrete evaluation left the domain (a zero divisor, an inexact CleanDiv, ...)."""
+
+
+class PyAlgebra:
+    """Exact evaluation under an assignment ``env: name -> int``."""
+
+    def __init__(self, env: dict):
+        self.env = env
+
+    def const(self, q: Fraction):
+        return q
+
+    def symbol(self, name: str):
+        return Fraction(self.env[name])
+
+    def add(self, xs):
+        return sum(xs, Fraction(0))
+
+    def mul(self, xs):
+        return math.prod(xs, start=Fraction(1))
+
+    def neg(self, x):
+        return -x
+
+    def recip(self, x):
+        self.require(x != 0, "a divisor is 0")
+        return 1 / x
+
+    def power(self, x, n: int):
+        return x ** n
+
+    def floor(self, x):
+        return Fraction(math.floor(x))
+
+    def is_integer(self, x):
+        return x.denominator == 1
+
+    def compare(self, op: str, a, b):
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+    def and_(self, xs):
+        return all(xs)
+
+    def or_(self, xs):
+        return any(xs)
+
+    def not_(self, x):
+        return not x
+
+    def true(self, value: bool):
+        return value
+
+    def ite(self, cond, then, other):
+        return then() if cond else other()
+
+    def require(self, cond, why: str):
+        if not cond:
+            raise Undefined(why)
+
+
+class Z3Algebra:
+    """Translation into z3 integer arithmetic; ``defs`` and ``requires`` hold the side conditions."""
+
+    def __init__(self):
+        self.symbols = {}  # name -> z3 Int
+        self.defs = []  # defining constraints of fresh integers: always asserted
+        self.requires = []  # definedness, each as ``path => cond``
+        self._path = []
+        self._fresh = itertools.count()
+
+    # values are (P, Q): P a z3 term, Q a Python int (non-zero) or a z3 term
+    def const(self, q: Fraction):
+        return z3.IntVal(q.numerator), q.denominator
+
+    def symbol(self, name: str):
+        if name not in self.symbols:
+            self.symbols[name] = z3.Int(name)
+        return self.symbols[name], 1
+
+    def add(self, xs):
+        xs = list(xs)
+        if all(isinstance(q, int) for _, q in xs):
+            den = math.lcm(*(q for _, q in xs))
+            return _sum([p * (den // q) if den != q else p for p, q in xs]), den
+        num, den = xs[0]
+        for p, q in xs[1:]:
+            num, den = num * q + p * den, den * q
+        return num, den
+
+    def mul(self, xs):
+        xs = list(xs)
+        num = _product([p for p, _ in xs])
+        ints = [q for _, q in xs if isinstance(q, int)]
+        terms = [q for _, q in xs if not isinstance(q, int)]
+        den = math.prod(ints)
+        if terms:
+            den = _product(terms) if den == 1 else _product(terms) * den
+        return _normalise(num, den)
+
+    def neg(self, x):
+        return -x[0], x[1]
+
+    def recip(self, x):
+        p, q = x
+        self.require(p != 0, "a divisor is 0")
+        return (z3.IntVal(q) if isinstance(q, int) else q), p
+
+    def power(self, x, n: int):
+        if n == 0:
+            return z3.IntVal(1), 1
+        p, q = x
+        return _product([p] * n), q ** n if isinstance(q, int) else _product([q] * n)
+
+    def floor(self, x):
+        p, q = _normalise(*x)
+        if isinstance(q, int) and q == 1:
+            return p, 1
+        if isinstance(q, int):  # q > 0 after _normalise: z3's div is floor division for a positive divisor
+            return p / q, 1
+        k = z3.Int(f"__floor{next(self._fresh)}")
+        self.defs.append(z3.Implies(q != 0, z3.If(q > 0, z3.And(q * k <= p, p < q * k + q),
+                                                   z3.And(q * k >= p, p > q * k + q))))
+        return k, 1
+
+    def is_integer(self, x):
+        p, q = x
+        if isinstance(q, int):
+            return z3.BoolVal(True) if q == 1 else p % q == 0
+        return z3.Or(q == 0, p % q == 0)  # z3's mod is Euclidean: zero exactly when q divides p
+
+    def compare(self, op: str, a, b):
+        (pa, qa), (pb, qb) = a, b
+        if isinstance(qa, int) and isinstance(qb, int):  # both positive (normalised)
+            lhs, rhs = pa * qb if qb != 1 else pa, pb * qa if qa != 1 else pb
+        else:  # sign(a - b) = sign((pa*qb - pb*qa) * qa * qb)
+            lhs, rhs = (pa * qb - pb * qa) * qa * qb, z3.IntVal(0)
+        return {"==": lambda: lhs == rhs, "!=": lambda: lhs != rhs, "<": lambda: lhs < rhs,
+                "<=": lambda: lhs <= rhs, ">": lambda: lhs > rhs, ">=": lambda: lhs >= rhs}[op]()
+
+    def and_(self, xs):
+        return z3.And(*xs)
+
+    def or_(self, xs):
+        return z3.Or(*xs)
+
+    def not_(self, x):
+        return z3.Not(x)
+
+    def true(self, value: bool):
+        return z3.BoolVal(value)
+
+    def ite(self, cond, then, other):
+        self._path.append(cond)
+        a = then()
+        self._path[-1] = z3.Not(cond)
+        b = other()
+        self._path.pop()
+        (pa, qa), (pb, qb) = a, b
+        if isinstance(qa, int) and isinstance(qb, int) and qa == qb:
+            return z3.If(cond, pa, pb), qa
+        return z3.If(cond, pa, pb), z3.If(cond, _term(qa), _term(qb))
+
+    def require(self, cond, why: str):
+        self.requires.append(z3.Implies(z3.And(*self._path), cond) if self._path else cond)
+
+
+def _term(q):
+    return z3.IntVal(q) if isinstance(q, int) else q
+
+
+def _normalise(p, q):
+    """A constant denominator made positive (and 1 kept as 1)."""
+    if isinstance(q, int) and q < 0:
+        return -p, -q
+    return p, q
+
+
+def _sum(terms):
+    return terms[0] if len(terms) == 1 else z3.Sum(terms)
+
+
+def _product(terms):
+    return terms[0] if len(terms) == 1 else z3.Product(terms)
