@@ -25,7 +25,7 @@ $(STAMP): $(VPY) pyproject.toml
 test: $(STAMP)
 	$(VPY) -m pytest tests benchmarks conformance/suite -q -p no:cacheprovider \
 		--hypothesis-profile=$(PROFILE) --benchmark-disable
-	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py -q -p no:cacheprovider \
+	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic -q -p no:cacheprovider \
 		--hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
 
 # The conformance run over the reference implementations, with a per-module summary.

@@ -57,3 +57,19 @@ def test_readme_verify_transcript_is_what_the_command_prints(tmp_path):
         return re.sub(r"\d+\.\d+ s;", "T s;", s).strip().splitlines()
     assert timeless(proc.stdout) == timeless(shown)
     assert (tmp_path / "reports" / "repro" / "repro_my_passes_canonicalize_sub_values.py").exists()
+
+
+def test_readme_prove_transcript_is_what_the_commands_print():
+    """The README's prove block: each command's output, line for line (only the times may differ)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```text\n(\$ fx-conformance prove .*?)```", text, re.S).group(1)
+    runs = re.findall(r"^\$ (fx-conformance prove .*)\n((?:[^$].*\n)*)", block, re.M)
+    assert len(runs) == 3
+    for command, shown in runs:
+        proc = subprocess.run([sys.executable, "-m", "conformance.cli", *shlex.split(command)[1:]],
+                              capture_output=True, text=True, timeout=120)
+        timeless = lambda s: re.sub(r"\(\d+\.\d ms\)", "(T ms)", s).strip()  # noqa: E731
+        assert timeless(proc.stdout) == timeless(shown), command
+        assert proc.returncode == (1 if "refuted" in shown else 0)

@@ -90,6 +90,7 @@ class Z3Algebra:
         self.requires = []  # definedness, each as ``path => cond``
         self._path = []
         self._fresh = itertools.count()
+        self._floors = {}  # (P, Q) -> its fresh integer: one floor(x / n) however often it is written
 
     # values are (P, Q): P a z3 term, Q a Python int (non-zero) or a z3 term
     def const(self, q: Fraction):
@@ -125,8 +126,14 @@ class Z3Algebra:
 
     def recip(self, x):
         p, q = x
+        p = z3.simplify(p)
+        if z3.is_int_value(p):  # a constant divisor: a checked int, no side condition needed
+            if p.as_long() == 0:
+                self.require(z3.BoolVal(False), "a divisor is 0")
+                return z3.IntVal(0), 1
+            return _normalise(_term(q), p.as_long())
         self.require(p != 0, "a divisor is 0")
-        return (z3.IntVal(q) if isinstance(q, int) else q), p
+        return _term(q), p
 
     def power(self, x, n: int):
         if n == 0:
@@ -135,12 +142,20 @@ class Z3Algebra:
         return _product([p] * n), q ** n if isinstance(q, int) else _product([q] * n)
 
     def floor(self, x):
-        p, q = _normalise(*x)
+        p, q = x
+        p = z3.simplify(p)
+        if not isinstance(q, int):
+            q = z3.simplify(q)
+            q = q.as_long() if z3.is_int_value(q) else q
+        p, q = _normalise(p, q)
         if isinstance(q, int) and q == 1:
             return p, 1
         if isinstance(q, int):  # q > 0 after _normalise: z3's div is floor division for a positive divisor
             return p / q, 1
-        k = z3.Int(f"__floor{next(self._fresh)}")
+        key = (p.get_id(), q.get_id())
+        if key in self._floors:  # FloorDiv(x, n) and ModularIndexing(x, 1, n) share floor(x / n): one integer,
+            return self._floors[key], 1  # so their relation stays linear instead of a nonlinear equality
+        k = self._floors[key] = z3.Int(f"__floor{next(self._fresh)}")
         self.defs.append(z3.Implies(q != 0, z3.If(q > 0, z3.And(q * k <= p, p < q * k + q),
                                                    z3.And(q * k >= p, p > q * k + q))))
         return k, 1

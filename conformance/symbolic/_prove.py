@@ -112,16 +112,24 @@ def _prove(claim, sides, assumptions, timeout_ms):
     assumed = [*symbol_assumptions(symbols), *given]
 
     z = Z3Algebra()
+    for s in sorted(symbols, key=lambda s: s.name):  # z3's model depends on creation order: make it fixed
+        z.symbol(s.name)
     T = Translator(z)
     goal = claim(z, T)
     hypotheses = [T.condition(a) for a in assumed]
     solver = z3.Solver()
     solver.set(timeout=timeout_ms)
-    solver.add(*z.defs, *z.requires, *hypotheses, z3.Not(goal))
-    answer = solver.check()
+    solver.add(*z.defs, *z.requires, *hypotheses)
+    answer = solver.check(z3.Not(goal))
     elapsed = lambda: round((time.perf_counter() - start) * 1e3, 3)  # noqa: E731
     if answer == z3.unsat:
-        return Proved(elapsed())
+        premises = solver.check()  # no counterexample: is there any assignment at all?
+        if premises == z3.sat:
+            return Proved(elapsed())
+        if premises == z3.unsat:
+            return Unknown("vacuous: the assumptions and definedness conditions (non-zero divisors, exact CleanDiv, "
+                           "a Piecewise branch that applies) exclude every assignment", elapsed())
+        return Unknown(f"z3 could not show the assumptions satisfiable: {solver.reason_unknown()}", elapsed())
     if answer == z3.unknown:
         return Unknown(f"z3: {solver.reason_unknown()}", elapsed())
     model = solver.model()

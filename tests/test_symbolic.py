@@ -1,0 +1,233 @@
+"""conformance.symbolic: verdicts a user relies on, the semantics table, and planted faults.
+
+The semantics rows are checked against Python's own operators on concrete integers (both
+algebras: the exact evaluator, and z3 through a proof). A prover that proves everything, or one
+whose translation is wrong, fails here: true claims must be Proved, false ones Refuted with a
+counterexample that really breaks them, and a planted encoding fault must surface as Unknown.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+import sympy
+import z3
+from torch.utils._sympy import functions as tf
+
+from conformance import UsageError
+from conformance.symbolic import INERT, SEMANTICS, UnsupportedExpression, parse, prove_equal, prove_implies
+from conformance.symbolic._algebra import PyAlgebra, Undefined, Z3Algebra
+from conformance.symbolic._semantics import Translator
+
+X, Y = sympy.symbols("x y", integer=True)
+P = sympy.Symbol("p", integer=True, positive=True)
+
+
+def _ceil_div(a, b):
+    return -((-a) // b)
+
+
+def _c_mod(a, b):
+    return int(math.fmod(a, b))
+
+
+# What each row must compute, in plain Python (None: undefined there).
+ORACLE = {
+    "FloorDiv": (2, lambda a, b: a // b),
+    "CleanDiv": (2, lambda a, b: a // b if a % b == 0 else None),
+    "CeilDiv": (2, _ceil_div),
+    "ModularIndexing": (3, lambda a, b, c: (a // b) % c),
+    "PythonMod": (2, lambda a, b: a % b),
+    "Mod": (2, lambda a, b: a % b),
+    "CMod": (2, _c_mod),
+    "floor": (1, lambda a: a),
+    "ceiling": (1, lambda a: a),
+    "Abs": (1, abs),
+    "Min": (2, min),
+    "Max": (2, max),
+    "Identity": (1, lambda a: a),
+}
+VALUES = (-7, -3, -2, -1, 0, 1, 2, 3, 7)
+
+
+def test_every_row_has_an_oracle_and_every_inert_name_a_row():
+    assert set(ORACLE) == set(SEMANTICS)
+    assert set(INERT) <= set(SEMANTICS)
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE))
+def test_row_matches_python_on_concrete_integers(name):
+    arity, oracle = ORACLE[name]
+    row = SEMANTICS[name][0]
+    checked = 0
+    for args in itertools.product(VALUES, repeat=arity):
+        expected = None if any(a == 0 for a in args[1:]) and name in ("FloorDiv", "CleanDiv", "CeilDiv",
+                                                                        "ModularIndexing", "PythonMod", "Mod",
+                                                                        "CMod") else oracle(*args)
+        py = PyAlgebra({})
+        try:
+            got = row(py, *(Fraction(a) for a in args))
+        except Undefined:
+            got = None
+        assert got == expected, f"{name}{args}: exact evaluation {got}, Python {expected}"
+        if expected is not None and checked < 12:  # and z3 agrees: the row applied to constants proves equal
+            inert = INERT.get(name)
+            if inert is not None:
+                assert prove_equal(inert(*map(sympy.Integer, args)), sympy.Integer(expected)).verdict == "proved"
+                checked += 1
+
+
+def test_floor_and_ceiling_of_rationals_any_sign():
+    for num, den in itertools.product(range(-9, 10), (1, 2, 3, -4)):
+        q = sympy.Rational(num, den)
+        assert prove_equal(INERT["floor"](q), math.floor(Fraction(num, den))).verdict == "proved"
+        assert prove_equal(INERT["ceiling"](q), math.ceil(Fraction(num, den))).verdict == "proved"
+
+
+# --- verdicts -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lhs, rhs", [
+    (sympy.floor((X + 7) / 8), tf.FloorDiv(X + 7, 8)),
+    (sympy.floor(X * Y / 4), tf.FloorDiv(X * Y, 4)),
+    (sympy.floor(sympy.floor(X / 2) / 3), tf.FloorDiv(X, 6)),
+    (sympy.floor(X / Y), tf.FloorDiv(X, Y)),
+    (sympy.floor((X + 1) / (Y * Y + 1)), tf.FloorDiv(X + 1, Y ** 2 + 1)),
+    (INERT["FloorDiv"](X, Y) * Y + INERT["PythonMod"](X, Y), X),
+    (INERT["CeilDiv"](X, P), tf.FloorDiv(X + P - 1, P)),
+    (INERT["CleanDiv"](X, 3) * 3, X),  # exactness is assumed, not a value
+    (sympy.Min(X, Y) + sympy.Max(X, Y), X + Y),
+    (tf.Min(X, Y), INERT["Min"](Y, X)),
+])
+def test_true_rewrites_are_proved(lhs, rhs):
+    result = prove_equal(lhs, rhs)
+    assert result.verdict == "proved", result
+
+
+@pytest.mark.parametrize("lhs, rhs", [
+    (INERT["CeilDiv"](X, Y), tf.FloorDiv(X + Y - 1, Y)),  # torch's CeilDiv formula, wrong for Y < 0
+    (INERT["FloorDiv"](X, 2) * 2, X),
+    (INERT["CMod"](X, 4), INERT["Mod"](X, 4)),  # C and Python remainders differ for negative X
+    (X / 2, INERT["FloorDiv"](X, 2)),
+    (INERT["FloorDiv"](INERT["FloorDiv"](X, 5), -3), INERT["FloorDiv"](X, -15)),
+])
+def test_false_rewrites_are_refuted_with_a_real_counterexample(lhs, rhs):
+    result = prove_equal(lhs, rhs)
+    assert result.verdict == "refuted", result
+    env = result.counterexample
+    subs = {s: env[s.name] for s in (lhs - rhs).free_symbols}
+    exact = Translator(PyAlgebra({k: v for k, v in env.items()}))
+    assert exact(lhs) == result.lhs_value != result.rhs_value == exact(rhs)
+    assert set(env) == {s.name for s in subs}
+
+
+def test_symbol_assumptions_are_honoured():
+    n = sympy.Symbol("n", integer=True, nonnegative=True)
+    assert prove_equal(INERT["Mod"](n, n + 1), n).verdict == "proved"
+    assert prove_equal(INERT["Mod"](X, X + 1), X).verdict == "refuted"
+    assert prove_equal(INERT["Mod"](X, X + 1), X, assumptions=[X >= 0]).verdict == "proved"
+    even = sympy.Symbol("e", integer=True, even=True)
+    assert prove_equal(INERT["FloorDiv"](even, 2) * 2, even).verdict == "proved"
+
+
+def test_definedness_is_guarded_by_the_branch_that_needs_it():
+    """A divisor must be non-zero only where its branch is taken: at y == 0 the claim below is
+    false, and a prover that assumed y != 0 everywhere would wrongly prove it."""
+    lhs = sympy.Piecewise((INERT["FloorDiv"](X, Y), sympy.Ne(Y, 0)), (5, True))
+    rhs = sympy.Piecewise((INERT["FloorDiv"](X, Y), sympy.Ne(Y, 0)), (6, True))
+    result = prove_equal(lhs, rhs)
+    assert result.verdict == "refuted" and result.counterexample["y"] == 0
+
+
+def test_implication():
+    assert prove_implies(X > 3, X >= 4).verdict == "proved"
+    result = prove_implies(X > 3, X >= 5)
+    assert result.verdict == "refuted" and result.counterexample == {"x": 4}
+    assert (result.lhs_value, result.rhs_value) == (True, False)
+
+
+def test_unknown_is_never_a_pass():
+    a, b, c = sympy.symbols("a b c", integer=True, positive=True)
+    fermat = prove_implies(sympy.true, sympy.Ne(a ** 3 + b ** 3, c ** 3), timeout_ms=200)  # true, beyond z3
+    assert fermat.verdict == "unknown" and "z3" in fermat.reason
+    vacuous = prove_equal(INERT["FloorDiv"](X, 0), 5)
+    assert vacuous.verdict == "unknown" and "vacuous" in vacuous.reason
+    contradictory = prove_equal(X, X + 1, assumptions=[X > 3, X < 2])
+    assert contradictory.verdict == "unknown" and "vacuous" in contradictory.reason
+
+
+def test_a_planted_encoding_fault_surfaces_as_unknown_not_as_a_verdict(monkeypatch):
+    """Encode floor as truncation (z3's div on a negated quotient): z3 then 'refutes' a true claim,
+    and the exact re-evaluation must refuse to report that counterexample."""
+    def truncating_floor(self, x):
+        p, q = x
+        return z3.If(p >= 0, p / q, -((-p) / q)), 1
+    monkeypatch.setattr(Z3Algebra, "floor", truncating_floor)
+    result = prove_implies(sympy.true, INERT["FloorDiv"](X, 2) * 2 <= X)  # true for floor, not for trunc
+    assert result.verdict == "unknown" and "translation fault" in result.reason
+
+
+def test_unsupported_nodes_are_named():
+    with pytest.raises(UnsupportedExpression, match="sin"):
+        prove_equal(sympy.sin(X), X)
+    with pytest.raises(UnsupportedExpression, match="symbol r is not declared integer"):
+        prove_equal(sympy.Symbol("r"), X)
+    with pytest.raises(UnsupportedExpression, match="Pow with exponent"):
+        prove_equal(X ** Y, X)
+    with pytest.raises(UsageError, match="is a condition"):
+        prove_equal(X > 1, X)
+    with pytest.raises(UsageError, match="timeout_ms"):
+        prove_equal(X, X, timeout_ms=0)
+
+
+def test_parse_keeps_expressions_as_written():
+    e = parse("CeilDiv(7, -2)")
+    assert type(e).__name__ == "CeilDiv" and e.args == (7, -2)  # torch's CeilDiv would already be -2
+    assert prove_equal(e, -3).verdict == "proved"  # ceil(-3.5)
+    assert tf.CeilDiv(7, -2) == -2  # torch's evaluated form, wrong
+    assert all(s.is_integer for s in parse("FloorDiv(a + b, c)").free_symbols)
+    with pytest.raises(UsageError, match="cannot parse"):
+        parse("FloorDiv(")
+
+
+# The counterexamples quoted in the suite's strict xfails (test_symbolic_rewrites.RULES), checked.
+def test_documented_torch_counterexamples():
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    merged = tf.FloorDiv(tf.FloorDiv(-3 * s0 - 6, 5), -3)
+    assert merged.subs(s0, 2) == 0 and (-12 // 5) // -3 == 1
+    assert tf.CeilDiv(0, -1) == 2 and math.ceil(0 / -1) == 0
+    mod = tf.PythonMod(-s0 - 9, -9)
+    assert mod == -s0 - 9 and mod.subs(s0, 1) == -10 and -10 % -9 == -1
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+
+def _prove_cli(*args):
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "prove", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_exit_codes_output_and_json(tmp_path):
+    ok = _prove_cli("floor((s0 + 7)/8)", "FloorDiv(s0 + 7, 8)")
+    assert ok.returncode == 0 and ok.stdout.startswith("proved: floor((s0 + 7)/8) == FloorDiv(s0 + 7, 8) (")
+    bad = _prove_cli("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--json", str(tmp_path / "v.json"))
+    assert bad.returncode == 1 and "refuted:" in bad.stdout and "counterexample: a=" in bad.stdout
+    record = json.loads((tmp_path / "v.json").read_text())
+    assert record["verdict"] == "refuted" and record["counterexample"]["b"] < 0
+    assert int(record["lhs_value"]) != int(record["rhs_value"])
+    fixed = _prove_cli("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--assume", "b > 0")
+    assert fixed.returncode == 0, fixed.stdout
+    slow = _prove_cli("Min(1, Abs(a**3 + b**3 - c**3))", "1", "--assume", "a > 0", "--assume", "b > 0",
+                      "--assume", "c > 0", "--timeout-ms", "200")  # Fermat, n=3: true, beyond z3
+    assert slow.returncode == 3 and "unknown:" in slow.stdout
+    for args in (("FloorDiv(", "1"), ("x", "y", "--assume", "x"), ("sin(x)", "x")):
+        usage = _prove_cli(*args)
+        assert usage.returncode == 2, usage.stdout + usage.stderr
+        assert usage.stderr.startswith("fx-conformance prove: error:") and "Traceback" not in usage.stderr
