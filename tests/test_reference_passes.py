@@ -27,7 +27,7 @@ from reference_lowering.passes import (
     repair_input_as_output,
     view_to_reshape,
 )
-from reference_lowering.passes import _analysis, _cleanup, _dce_cse, _fold
+from reference_lowering.passes import _analysis, _cleanup, _dce_cse, _fold, registry
 
 aten = torch.ops.aten
 
@@ -130,6 +130,21 @@ def test_cse_literals_compare_by_type_and_bits(literals, inputs, options):
     gm = build(1, lambda g, c, x: [c(aten.add.Tensor, x, literals[0]), c(aten.add.Tensor, x, literals[1])])
     _caught(common_subexpression_elimination, gm, inputs, mock.patch.object(_dce_cse, "value_key", _naive_key),
             **options)
+
+
+def test_cse_keeps_explicit_copies_apart_and_the_pipeline_is_idempotent():
+    """Found by `make conformance`: the default pipeline on (clone(x), abs(x) x3, x) was not
+    idempotent. repair_input_as_output (after CSE) adds a second clone(x); a second application's
+    CSE merged the two, so two outputs came to share a buffer. Copies are distinct buffers: kept."""
+    gm = build(1, lambda g, c, x: [c(aten.clone.default, x), c(aten.clone.default, x)])
+    applied(common_subexpression_elimination, gm)
+    assert ops(gm) == [aten.clone.default] * 2
+
+    def body(g, c, x):
+        return [c(aten.clone.default, x), c(aten.abs.default, x), c(aten.abs.default, x), c(aten.abs.default, x), x]
+    verdict = check(registry.apply_lowering_passes, build(1, body), (torch.randn(3),), ensure=["no-input-as-output"],
+                    properties=["validity", "values", "mutations", "aliasing", "idempotence"])
+    assert verdict.ok, verdict
 
 
 def test_cse_keeps_random_ops_apart():

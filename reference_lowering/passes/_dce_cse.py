@@ -17,6 +17,12 @@ import torch.fx as fx
 from ._analysis import analyze, finish, has_tag, is_pure, output_node, reshaped_classes, returns_alias, schema_of
 from ._infra import value_key
 
+aten = torch.ops.aten
+
+# Explicit copies are never merged: a copy exists to be a distinct buffer (merging two makes them
+# share storage, e.g. two outputs, or repair_input_as_output's clone and one already there).
+_COPIES = frozenset({aten.clone.default, aten._to_copy.default})
+
 def eliminate_dead_code(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> fx.GraphModule:
     """Remove nodes whose results nobody uses and whose writes nobody can observe.
 
@@ -46,10 +52,11 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
     """Compute each pure expression once: a later node equal to an earlier one (same op, same
     arguments, literals compared by type and bits: ``value_key``) is replaced by it.
 
-    Never merged: random ops; anything across a write to the storage of any of its arguments (the
-    key includes a per-storage write count); a result that is written later (merging would share
-    the write); views whose storage has its metadata mutated; anything across a grad-mode switch
-    or an op this pass does not model.
+    Never merged: random ops; explicit copies (``clone``, ``_to_copy``: each is a distinct buffer);
+    anything across a write to the storage of any of its arguments (the key includes a per-storage
+    write count); a result that is written later (merging would share the write); views whose
+    storage has its metadata mutated; anything across a grad-mode switch or an op this pass does
+    not model.
     """
     info = analyze(gm)
     reshaped = reshaped_classes(gm, info)
@@ -60,7 +67,7 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
-        if (is_pure(node) and info.cls[node] not in info.written
+        if (is_pure(node) and node.target not in _COPIES and info.cls[node] not in info.written
                 and not (returns_alias(node) and info.cls[node] in reshaped)):
             arg_classes = sorted(info.classes_of((node.args, node.kwargs)), key=str)
             key = (node.target, value_key((node.args, node.kwargs), position, alive),
