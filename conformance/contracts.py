@@ -78,18 +78,49 @@ def is_mutating_target(node: fx.Node) -> bool:
     return node.op == "call_function" and schema is not None and schema.is_mutable
 
 
-@register_contract("functional", "no op with a mutable schema, and no output aliases an input",
-                   allows_alias_removal=True)
+# The writes a functional graph may end with: caller-visible inputs and constants brought up to
+# date (metadata first, then data), as torch.func.functionalize's epilogue does.
+EPILOGUE_OPS = frozenset({torch.ops.aten.copy_.default, torch.ops.aten.as_strided_.default})
+
+
+@register_contract("functional", "no op with a mutable schema except an epilogue writing inputs or constants "
+                   "after all compute, and no output aliases an input unless declared", allows_alias_removal=True)
 def _functional(ctx: ContractContext) -> list:
-    errors = [f"mutating op={node.target}, but should be none in a functional graph [{node_label(ctx.after, node)}]"
-              for node in ctx.after.graph.nodes if is_mutating_target(node)]
+    """Mutating ops anywhere (nested bodies of higher-order ops included) are violations, except the
+    epilogue: ``copy_``/``as_strided_`` into a placeholder or ``get_attr`` after the last compute node
+    of the top-level graph. An output may alias an input only where the graph declares it in
+    ``gm.meta["declared_output_aliases"]`` (output index -> "input[i]")."""
+    errors = []
+    for gm in _graphs(ctx.after):
+        epilogue = _epilogue(gm) if gm is ctx.after else set()
+        errors += [f"mutating op={node.target}, but should be none in a functional graph (an epilogue writes only "
+                   f"placeholders or constants, after all compute) [{node_label(gm, node)}]"
+                   for node in gm.graph.nodes if is_mutating_target(node) and node not in epilogue]
+    declared = dict(ctx.after.meta.get("declared_output_aliases", {}))
     inputs = {storage_of(t): i for i, t in enumerate(ctx.inputs) if storage_of(t) is not None}
     for i, out in enumerate(ctx.outputs):
         key = storage_of(out)
-        if key in inputs:
+        if key in inputs and declared.get(i) != f"input[{inputs[key]}]":
             errors.append(f"output[{i}] aliases input[{inputs[key]}], but should not: a view of an input escapes "
-                          f"a functional graph")
+                          f"a functional graph (undeclared)")
     return errors
+
+
+def _graphs(gm: fx.GraphModule) -> list:
+    """``gm`` and every GraphModule below it (bodies of higher-order ops)."""
+    return [m for m in gm.modules() if isinstance(m, fx.GraphModule)]
+
+
+def _epilogue(gm: fx.GraphModule) -> set:
+    """The trailing writes into placeholders/constants (and the views they read) before the output."""
+    nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
+    found = set()
+    for node in reversed(nodes):
+        if node.target in EPILOGUE_OPS and node.args[0].op in ("placeholder", "get_attr"):
+            found.add(node)
+        elif is_mutating_target(node):
+            break
+    return found
 
 
 @register_contract("no-input-as-output", "no graph input is returned directly as an output (Torch-TensorRT)",
