@@ -209,6 +209,19 @@ def test_constant_fold_folds_constant_subgraphs_into_buffers():
     torch.testing.assert_close(gm._folded_constant_0, torch.arange(3.0).mul(2).exp())
 
 
+def test_constant_fold_names_buffers_in_graph_order_every_time():
+    """Found by `make conformance` (determinism): the folded buffers were numbered in the order of a
+    set of nodes, so two runs on the same graph could name them differently."""
+    def body(g, c, x, k):
+        return [c(aten.cat.default, [x, c(aten.neg.default, k), c(aten.exp.default, k), c(aten.abs.default, k)])]
+    for _ in range(10):
+        gm = applied(constant_fold, _constant_graph(body))
+        folded = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+        assert folded == ["_folded_constant_0", "_folded_constant_1", "_folded_constant_2"]
+        torch.testing.assert_close(gm._folded_constant_0, torch.arange(3.0).neg())
+        torch.testing.assert_close(gm._folded_constant_2, torch.arange(3.0).abs())
+
+
 def test_constant_fold_never_folds_a_mutated_constant():
     def body(g, c, x, k):
         c(aten.add_.Tensor, k, 1)

@@ -33,7 +33,8 @@ def constant_fold(gm: fx.GraphModule, sample_inputs: Sequence[torch.Tensor]) -> 
             ok = is_pure(node) and all(a in constant for a in node.all_input_nodes)
         if ok and info.cls[node] not in written and info.cls[node] not in info.escaping:
             constant.add(node)
-    targets = [n for n in constant if n.op == "call_function" and info.cls[n] not in info.external
+    targets = [n for n in gm.graph.nodes  # graph order: buffer names must not depend on set order
+               if n in constant and n.op == "call_function" and info.cls[n] not in info.external
                and any(u not in constant for u in n.users)]
     if not targets:
         return finish(gm)
