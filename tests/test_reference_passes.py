@@ -209,6 +209,19 @@ def test_constant_fold_folds_constant_subgraphs_into_buffers():
     torch.testing.assert_close(gm._folded_constant_0, torch.arange(3.0).mul(2).exp())
 
 
+def test_pipeline_removes_dead_writes_before_cse():
+    """Found by `make conformance` (idempotence): a dead neg_ into abs(x) kept CSE from merging it
+    with a later abs(x); DCE removed the write after CSE, so only a second run merged them."""
+    def body(g, c, x):
+        a = c(aten.abs.default, x)
+        b = c(aten.abs.default, a)
+        c(aten.neg_.default, a)
+        return [c(aten.abs.default, x), b]
+    verdict = check(registry.apply_lowering_passes, build(1, body), (torch.randn(3),),
+                    properties=["validity", "values", "mutations", "aliasing", "idempotence"])
+    assert verdict.ok, verdict
+
+
 def test_constant_fold_names_buffers_in_graph_order_every_time():
     """Found by `make conformance` (determinism): the folded buffers were numbered in the order of a
     set of nodes, so two runs on the same graph could name them differently."""

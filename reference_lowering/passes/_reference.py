@@ -17,8 +17,10 @@ DEFAULT_LOWERING_PASSES = (
     remove_noop_ops,  # before CSE and folding, so x and alias(x) are seen as one value
     view_to_reshape,  # after remove_noop_ops, which only knows views; reshape is what backends take
     constant_fold,  # before CSE/DCE: folding leaves dead constant subgraphs and equal buffers' readers
+    eliminate_dead_code,  # before CSE: a dead write to a value keeps CSE from merging it (found by
+    # make conformance: without this, a second run of the pipeline merged what the first could not)
     common_subexpression_elimination,  # merged nodes leave their duplicates' arguments unused ...
-    eliminate_dead_code,  # ... which DCE then removes
+    eliminate_dead_code,  # ... which DCE then removes (CSE never makes a write dead: a fixpoint)
     repair_input_as_output,  # last: earlier passes may make an input an output again (alias(x) -> x)
 )
 
