@@ -218,6 +218,8 @@ def test_writes_to_the_graphs_own_constants_are_written_back():
                constants={"c": torch.zeros(3)})
     out = _ok(gm, (torch.ones(3),))
     assert [n for n in out.graph.nodes if n.target == aten.copy_.default and n.args[0].op == "get_attr"]
+    functionalize(gm, (torch.ones(3),))
+    assert torch.equal(gm.c, torch.zeros(3))  # functionalizing never runs the caller's module on its buffers
 
 
 # --- the schema-liar table -------------------------------------------------------------------------

@@ -73,3 +73,11 @@ def test_readme_prove_transcript_is_what_the_commands_print():
         timeless = lambda s: re.sub(r"\(\d+\.\d ms\)", "(T ms)", s).strip()  # noqa: E731
         assert timeless(proc.stdout) == timeless(shown), command
         assert proc.returncode == (1 if "refuted" in shown else 0)
+
+
+def test_readme_functionalization_example_prints_what_the_readme_shows(capsys):
+    text = (ROOT / "README.md").read_text()
+    example, shown = re.search(r"```py\n([^`]*?from reference_lowering.functionalize import functionalize.*?)```\n\n"
+                               r"```text\n(.*?)```", text, re.S).groups()
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == shown.strip()

@@ -41,8 +41,10 @@ def functionalize(gm: fx.GraphModule, example_inputs=None, *, input_mutations: s
             extra outputs instead (export style), listed in the signature.
 
     Returns:
-        A new GraphModule; ``result.meta["functionalization"]`` is its ``FunctionalizationSignature``.
+        A new GraphModule sharing ``gm``'s parameters and buffers (its epilogue writes buffers as
+        ``gm`` does); ``result.meta["functionalization"]`` is its ``FunctionalizationSignature``.
         Grad-mode regions are ``wrap_with_set_grad_enabled`` nodes, which restore the caller's mode.
+        Raises ``LoweringError`` naming the node it cannot functionalize.
     """
     if input_mutations not in INPUT_MUTATIONS:
         raise LoweringError(f"input_mutations={input_mutations!r}, but should be one of {', '.join(INPUT_MUTATIONS)}")

@@ -79,6 +79,7 @@ class Walk:
         self.n_inputs = 0
         self.module = gm  # where get_attr targets resolve (a region body while inlining one)
         self.inlined = {}  # a wrap_with_set_grad_enabled node -> its body's output nodes
+        self.extents = reachable_extents(gm, inputs)  # input index -> elements any view of it reaches
 
     # --- emitting ------------------------------------------------------------------------------
     def emit(self, target, *args, **kwargs) -> fx.Node:
@@ -129,6 +130,9 @@ class Walk:
             if k not in self.witness:
                 raise LoweringError(f"no node holds the storage of a {tuple(value.shape)} tensor (internal)")
             n = value.untyped_storage().nbytes() // value.element_size()
+            inputs = [i for i, t in enumerate(self.inputs) if isinstance(t, torch.Tensor) and _key(t) == k]
+            if inputs:  # a caller's storage: only as far as the graph's views of it reach
+                n = max(self.extents.get(i, 0) for i in inputs)
             self.flat[k] = self.emit(aten.as_strided.default, self.witness[k], [n], [1], 0)
         return self.flat[k]
 
@@ -310,6 +314,39 @@ class Walk:
             result = (*(result if isinstance(result, (tuple, list)) else (result,)), *(v for _, v in extra))
         self.g.output(result)
         self.signature = FunctionalizationSignature(self.mode, len(flat_out), mutated, metadata, aliases)
+
+
+def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
+    """Input index -> one past the last storage element any value on that input's storage reaches
+    (a dry run on copies), so flats of caller storages need no more of the storage than that."""
+    copies = copies_sharing_storage(inputs)
+    owner = {_key(t): i for i, t in reversed(list(enumerate(copies))) if isinstance(t, torch.Tensor)}
+    extents = {}
+
+    class Recorder(fx.Interpreter):
+        constants = {}
+
+        def fetch_attr(self, target):  # the caller's buffers are never run on: copies of them
+            value = super().fetch_attr(target)
+            if isinstance(value, torch.Tensor):
+                value = self.constants.setdefault(target, copies_sharing_storage((value,))[0])
+            return value
+
+        def run_node(self, n):
+            result = super().run_node(n)  # inputs too: a metadata mutation changes them in place
+            for u in _tensors(result) + [t for a in n.all_input_nodes for t in _tensors(self.env[a])]:
+                i = owner.get(_key(u))
+                if i is not None and u.numel():
+                    end = u.storage_offset() + sum((s - 1) * st for s, st in zip(u.shape, u.stride())) + 1
+                    extents[i] = max(extents.get(i, 0), end)
+            return result
+
+    grad = torch.is_grad_enabled()
+    try:
+        Recorder(gm).run(*copies)
+    finally:
+        torch._C._set_grad_enabled(grad)
+    return extents
 
 
 def _label(walk: Walk, src: fx.Node) -> str:
