@@ -9,13 +9,14 @@ driver writes its repro scripts itself; graphs do not cross the pipe).
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import pickle
 import select
 import signal
 import struct
 import sys
+
+from ._isolate import in_forked_child
 
 _HEADER = struct.Struct("!I")
 
@@ -147,7 +148,7 @@ def _describe(status) -> str:
 
 
 def _child(i: int, budget: int, search, fd: int) -> None:
-    faulthandler.disable()  # the parent reports the crash; no C-level traceback dump
+    in_forked_child()  # one thread (OpenMP does not survive fork), no C-level traceback dump
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)

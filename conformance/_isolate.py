@@ -31,6 +31,20 @@ def can_isolate() -> bool:
     return hasattr(os, "fork")
 
 
+def in_forked_child() -> None:
+    """First thing in a forked child of the harness.
+
+    A parent that has run a parallel kernel holds an OpenMP thread team, and a forked child that
+    enters a parallel region waits forever for team threads that fork did not copy (seen: oneDNN's
+    gelu under libgomp). With one thread, ATen and oneDNN run kernels inline and never enter one;
+    the graphs a search runs are small. A crash in the child is the finding, so no C traceback.
+    """
+    import torch
+
+    faulthandler.disable()
+    torch.set_num_threads(1)
+
+
 def run_forked(fn, timeout: float | None):
     """``fn()`` in a forked child; its return value (picklable) or ChildDied."""
     if not can_isolate():
@@ -40,7 +54,7 @@ def run_forked(fn, timeout: float | None):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never return into the caller's stack
-        faulthandler.disable()  # a crash here is the finding, not a traceback for the user's terminal
+        in_forked_child()
         os.close(read_fd)
         code = 0
         try:

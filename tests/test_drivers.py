@@ -52,3 +52,35 @@ def test_uninterrupted_drivers_finish_their_budgets():
     founds, crashed, interrupted = run_drivers(2, [5, 7], _search, lambda ok: None, lambda v: None)
     assert not interrupted and crashed is None
     assert sorted(f.examples for f in founds) == [5, 7]
+
+
+FORK_AFTER_OPENMP = """
+import torch
+from types import SimpleNamespace
+from conformance._drivers import run_drivers
+from conformance._isolate import run_forked
+
+torch.set_num_threads(2)
+torch.nn.functional.gelu(torch.randn(1 << 20))  # the parent now holds an OpenMP thread team
+
+def search(i, budget, make_events):
+    found = SimpleNamespace(examples=0, interrupted=False)
+    torch.nn.functional.gelu(torch.randn(1 << 20))  # a parallel kernel in the forked driver
+    found.examples = 1
+    return found
+
+founds, crashed, _ = run_drivers(1, [1], search, lambda ok: None, lambda v: None)
+assert crashed is None and founds[0].examples == 1
+print(run_forked(lambda: float(torch.nn.functional.gelu(torch.ones(1 << 20)).sum()), timeout=60))
+"""
+
+
+def test_forked_children_run_parallel_kernels_after_the_parent_did():
+    """A forked child entering an OpenMP region its parent had started waits forever (libgomp);
+    the drivers and isolated examples run single-threaded, so it never happens (this hung CI)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENMP], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip()) > 0
