@@ -87,8 +87,8 @@ EPILOGUE_OPS = frozenset({torch.ops.aten.copy_.default, torch.ops.aten.as_stride
                    "after all compute, and no output aliases an input unless declared", allows_alias_removal=True)
 def _functional(ctx: ContractContext) -> list:
     """Mutating ops anywhere (nested bodies of higher-order ops included) are violations, except the
-    epilogue: ``copy_``/``as_strided_`` into a placeholder or ``get_attr`` after the last compute node
-    of the top-level graph. An output may alias an input only where the graph declares it in
+    epilogue: ``copy_``/``as_strided_`` into a placeholder or ``get_attr`` (or a dense ``as_strided``
+    view of one, the way into an expanded input) after the last compute node of the top-level graph. An output may alias an input only where the graph declares it in
     ``gm.meta["declared_output_aliases"]`` (output index -> "input[i]")."""
     errors = []
     for gm in _graphs(ctx.after):
@@ -106,6 +106,13 @@ def _functional(ctx: ContractContext) -> list:
     return errors
 
 
+def _caller_state(node: fx.Node) -> bool:
+    """A placeholder or constant, or an ``as_strided`` view of one."""
+    if node.op == "call_function" and node.target == torch.ops.aten.as_strided.default:
+        node = node.args[0]
+    return node.op in ("placeholder", "get_attr")
+
+
 def _graphs(gm: fx.GraphModule) -> list:
     """``gm`` and every GraphModule below it (bodies of higher-order ops)."""
     return [m for m in gm.modules() if isinstance(m, fx.GraphModule)]
@@ -116,7 +123,7 @@ def _epilogue(gm: fx.GraphModule) -> set:
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
     found = set()
     for node in reversed(nodes):
-        if node.target in EPILOGUE_OPS and node.args[0].op in ("placeholder", "get_attr"):
+        if node.target in EPILOGUE_OPS and _caller_state(node.args[0]):
             found.add(node)
         elif is_mutating_target(node):
             break

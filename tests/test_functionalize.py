@@ -330,3 +330,12 @@ def test_the_harness_catches_a_broken_functionalizer(fault, monkeypatch):
         return [c(aten.clone.default, b)]
     verdict = check(fz, build(1, body), (torch.randn(2, 3),), ensure=["functional"])
     assert not verdict.ok and {v.property for v in verdict.violations} & {"values", "mutations", "execution"}
+
+
+def test_writes_to_an_expanded_input_and_empty_writes():
+    """Found by `make conformance`: an empty write (add_ on a zero-size slice) of an expanded input
+    made the epilogue copy_ into overlapping memory, which raises. Empty writes write nothing; a real
+    write through a view of an expanded input goes back through a dense view of its storage."""
+    expanded = torch.randn(1, 1).expand(1, 2)
+    _ok(build(1, lambda g, c, x: [c(aten.add_.Scalar, c(aten.slice.Tensor, x, 1, 0, 0), 1.0)]), (expanded,))
+    _ok(build(1, lambda g, c, x: [c(aten.mul_.Scalar, c(aten.select.int, x, 1, 0), 3.0), x][1:]), (expanded,))

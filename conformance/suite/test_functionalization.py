@@ -119,6 +119,11 @@ DIVERGENCES = {
         lambda: (_graph(1, _expand_then_write), (torch.zeros(1),)),
         "a write through an expand view goes back to the base as base + (new - base), which is NaN "
         "wherever the base holds +-inf"),
+    "input-strides-after-a-metadata-mutation": (
+        lambda v: v.property == "mutations" and " stride=" in v.message,
+        lambda: (_graph(1, lambda g, c, x: [c(aten.t_.default, x)]), (torch.randn(2, 3),)),
+        "after an input's metadata mutation (t_, transpose_) the epilogue restores its shape with "
+        "as_strided_ to contiguous strides: a (2, 3) input after t_ has strides (1, 3) in eager, (2, 1) here"),
     "write-back-into-an-expanded-input": (
         lambda v: v.property == "execution" and "more than one element of the written-to tensor" in v.message,
         lambda: (_graph(1, lambda g, c, x: [c(aten.transpose_.default, x, 0, 0)]), (torch.randn(1).expand(3),)),

@@ -72,6 +72,7 @@ class Walk:
         self.defined = {}  # source node -> (storage version, metadata) when it was defined
         self.version = {}  # storage key -> writes so far
         self.flat = {}  # storage key -> emitted 1-D node of the whole storage (written storages)
+        self.flat_len = {}  # storage key -> its flat's length
         self.witness = {}  # storage key -> an emitted node on that storage with current data
         self.replays = {}  # (key, version, metadata) -> emitted as_strided node
         self.callers = {}  # storage key -> [(source node, metadata before)] of placeholders and constants
@@ -134,10 +135,13 @@ class Walk:
             if inputs:  # a caller's storage: only as far as the graph's views of it reach
                 n = max(self.extents.get(i, 0) for i in inputs)
             self.flat[k] = self.emit(aten.as_strided.default, self.witness[k], [n], [1], 0)
+            self.flat_len[k] = n
         return self.flat[k]
 
     def write(self, target: torch.Tensor, new: fx.Node) -> None:
         """Record that eager wrote ``new``'s value into ``target`` (an alias of some storage)."""
+        if target.numel() == 0:  # nothing was written
+            return
         size, stride, offset = _meta(target)
         flat = self.flat_of(target)
         k = _key(target)
@@ -286,7 +290,12 @@ class Walk:
                 if self.mode == "copy_":
                     if now != before:
                         self.emit(aten.as_strided_.default, self.fx[src], list(now[0]), list(now[1]), now[2])
-                    if written:
+                    if written and torch._debug_has_internal_overlap(value) != 0:
+                        # copy_ into an expanded input raises: write its storage's reached elements
+                        n = self.flat_len[k]
+                        dense = self.emit(aten.as_strided.default, self.fx[src], [n], [1], 0)
+                        epilogue.append(self.emit(aten.copy_.default, dense, self.flat[k]))
+                    elif written:
                         epilogue.append(self.emit(aten.copy_.default, self.fx[src], self.replay(value)))
                 else:
                     extra.append((labels[src], self.replay(value) if written else

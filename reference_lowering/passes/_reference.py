@@ -13,14 +13,15 @@ from ._fold import constant_fold
 
 # The default registry's order; why each one sits where it does:
 DEFAULT_LOWERING_PASSES = (
-    remove_detach,  # first: detach hides no-op views and equal expressions from the passes below
+    eliminate_dead_code,  # first: a dead write blocks every pass below (no folding, no no-op removal,
+    # no merging of what it writes) and none of them makes a write dead (found by make conformance:
+    # with DCE later, a second run of the pipeline did what the first could not)
+    remove_detach,  # detach hides no-op views and equal expressions from the passes below
     remove_noop_ops,  # before CSE and folding, so x and alias(x) are seen as one value
     view_to_reshape,  # after remove_noop_ops, which only knows views; reshape is what backends take
     constant_fold,  # before CSE/DCE: folding leaves dead constant subgraphs and equal buffers' readers
-    eliminate_dead_code,  # before CSE: a dead write to a value keeps CSE from merging it (found by
-    # make conformance: without this, a second run of the pipeline merged what the first could not)
     common_subexpression_elimination,  # merged nodes leave their duplicates' arguments unused ...
-    eliminate_dead_code,  # ... which DCE then removes (CSE never makes a write dead: a fixpoint)
+    eliminate_dead_code,  # ... which DCE then removes
     repair_input_as_output,  # last: earlier passes may make an input an output again (alias(x) -> x)
 )
 
