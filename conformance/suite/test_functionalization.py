@@ -124,6 +124,11 @@ DIVERGENCES = {
         lambda: (_graph(1, lambda g, c, x: [c(aten.t_.default, x)]), (torch.randn(2, 3),)),
         "after an input's metadata mutation (t_, transpose_) the epilogue restores its shape with "
         "as_strided_ to contiguous strides: a (2, 3) input after t_ has strides (1, 3) in eager, (2, 1) here"),
+    "metadata-mutation-of-an-expanded-input-raises": (
+        lambda v: v.property == "execution" and "setStorage" in v.message and "out of bounds" in v.message,
+        lambda: (_graph(1, lambda g, c, x: [c(aten.t_.default, x)]), (torch.randn(1, 1).expand(2, 1),)),
+        "the same as_strided_ to contiguous strides, on an input whose storage is smaller than a contiguous "
+        "one (an expanded input), reaches past the storage and raises"),
     "write-back-into-an-expanded-input": (
         lambda v: v.property == "execution" and "more than one element of the written-to tensor" in v.message,
         lambda: (_graph(1, lambda g, c, x: [c(aten.transpose_.default, x, 0, 0)]), (torch.randn(1).expand(3),)),
