@@ -263,8 +263,6 @@ class Walk:
         new = self.emit(functional, *self.read(node.args), **self.read(node.kwargs))
         if new_value.dtype != self_value.dtype:  # in-place ops compute in the promoted type, store in self's
             new = self.emit(aten._to_copy.default, new, dtype=self_value.dtype)
-        if tuple(new_value.shape) != tuple(self_value.shape):
-            new = self.emit(aten.expand.default, new, list(self_value.shape))
         target(*args, **kwargs)  # eager runs on, in lockstep
         self.write(self_value, new)
         self.tensor_defined(node, self_value, None)
@@ -272,13 +270,9 @@ class Walk:
     # --- the end: outputs and what the caller sees ---------------------------------------------
     def finish(self, node: fx.Node):
         flat_out, spec = torch.utils._pytree.tree_flatten(node.args[0])
-        callers = self.callers
-        labels = {}
-        for k, entries in callers.items():
-            for src, _ in entries:
-                labels[src] = _label(self, src)
-        epilogue, extra, metadata, mutated = [], [], {}, {}
-        for k, entries in callers.items():
+        labels = {src: _label(self, src) for entries in self.callers.values() for src, _ in entries}
+        extra, metadata, mutated = [], {}, {}
+        for k, entries in self.callers.items():
             for src, before in entries:
                 value = self.real[src]
                 now = _meta(value)
@@ -294,14 +288,14 @@ class Walk:
                         # copy_ into an expanded input raises: write its storage's reached elements
                         n = self.flat_len[k]
                         dense = self.emit(aten.as_strided.default, self.fx[src], [n], [1], 0)
-                        epilogue.append(self.emit(aten.copy_.default, dense, self.flat[k]))
+                        self.emit(aten.copy_.default, dense, self.flat[k])
                     elif written:
-                        epilogue.append(self.emit(aten.copy_.default, self.fx[src], self.replay(value)))
+                        self.emit(aten.copy_.default, self.fx[src], self.replay(value))
                 else:
                     extra.append((labels[src], self.replay(value) if written else
                                   self.emit(aten.as_strided.default, self.fx[src], list(now[0]), list(now[1]), now[2])))
         outs, aliases = [], {}
-        caller_storage = {k: entries[0][0] for k, entries in callers.items()}
+        caller_storage = {k: entries[0][0] for k, entries in self.callers.items()}
         for i, a in enumerate(flat_out):
             if not isinstance(a, fx.Node):
                 outs.append(a)
