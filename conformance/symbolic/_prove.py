@@ -89,7 +89,7 @@ def prove_implies(hypothesis, conclusion, *, assumptions=(), timeout_ms: int = 1
     """
     hyp, concl = _expr(hypothesis, "hypothesis"), _expr(conclusion, "conclusion")
     return _prove(lambda A, T: A.or_([A.not_(T.condition(hyp)), T.condition(concl)]), (hyp, concl), assumptions,
-                  timeout_ms)
+                  timeout_ms, premise=hyp)
 
 
 def _expr(e, what: str):
@@ -103,7 +103,7 @@ def _expr(e, what: str):
         raise UsageError(f"{what}={e!r} is not a sympy expression") from None
 
 
-def _prove(claim, sides, assumptions, timeout_ms):
+def _prove(claim, sides, assumptions, timeout_ms, premise=None):
     if not isinstance(timeout_ms, int) or timeout_ms <= 0:
         raise UsageError(f"timeout_ms={timeout_ms!r}, but should be a positive integer")
     start = time.perf_counter()
@@ -117,6 +117,8 @@ def _prove(claim, sides, assumptions, timeout_ms):
     T = Translator(z)
     goal = claim(z, T)
     hypotheses = [T.condition(a) for a in assumed]
+    if premise is not None:  # an implication whose hypothesis never holds (where defined) proves nothing
+        hypotheses.append(T.condition(premise))
     solver = z3.Solver()
     solver.set(timeout=timeout_ms)
     solver.add(*z.defs, *z.requires, *hypotheses)

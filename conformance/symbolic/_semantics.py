@@ -138,21 +138,39 @@ class Translator:
                                     f"{', '.join(SEMANTICS)}")
 
     def _piecewise(self, pairs):
+        """Each condition is translated under the path where the earlier ones failed (a divisor in a
+        condition must be non-zero only where that condition is reached); none holding is undefined."""
         A = self.A
-        conds = [self.condition(c) for _, c in pairs]
-        A.require(A.or_(conds), "no Piecewise condition holds")
 
         def branch(i):
+            cond = self.condition(pairs[i][1])
             if i == len(pairs) - 1:
+                A.require(cond, "no Piecewise condition holds")
                 return self.number(pairs[i][0])
-            return A.ite(conds[i], lambda: self.number(pairs[i][0]), lambda: branch(i + 1))
+            return A.ite(cond, lambda: self.number(pairs[i][0]), lambda: branch(i + 1))
         return branch(0)
 
 
 def symbol_assumptions(symbols) -> list:
-    """The sympy assumptions of integer ``symbols`` as sympy relations (positive -> s > 0, ...)."""
+    """The sympy assumptions of integer ``symbols`` as sympy relations (positive -> s > 0, ...).
+
+    Two different symbols with one name (other assumptions, or a Dummy) would become one z3
+    variable, and an assumption with no encoding here would be dropped: both raise instead.
+    """
+    by_name = {}
+    for s in symbols:
+        if by_name.setdefault(s.name, s) != s:
+            raise UnsupportedExpression(f"two different symbols are named {s.name} (different assumptions, or a "
+                                        f"Dummy); the prover would merge them: rename one")
+        unsupported = [k for k in ("prime", "composite") if getattr(s, f"is_{k}", None)]
+        if unsupported:
+            raise UnsupportedExpression(f"symbol {s.name} is declared {unsupported[0]}, which the prover cannot "
+                                        f"encode (supported: positive, nonnegative, negative, nonpositive, zero, "
+                                        f"nonzero, even, odd)")
     out = []
     for s in sorted(symbols, key=lambda s: s.name):
+        if s.is_zero:
+            out.append(sympy.Eq(s, 0, evaluate=False))
         if s.is_positive:
             out.append(sympy.StrictGreaterThan(s, 0, evaluate=False))
         elif s.is_nonnegative:
