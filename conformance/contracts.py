@@ -97,12 +97,15 @@ def _functional(ctx: ContractContext) -> list:
                    f"placeholders or constants, after all compute) [{node_label(gm, node)}]"
                    for node in gm.graph.nodes if is_mutating_target(node) and node not in epilogue]
     declared = dict(ctx.after.meta.get("declared_output_aliases", {}))
-    inputs = {storage_of(t): i for i, t in enumerate(ctx.inputs) if storage_of(t) is not None}
+    inputs = {}  # storage -> the inputs on it (callers may pass several views of one buffer)
+    for i, t in enumerate(ctx.inputs):
+        if storage_of(t) is not None:
+            inputs.setdefault(storage_of(t), []).append(f"input[{i}]")
     for i, out in enumerate(ctx.outputs):
-        key = storage_of(out)
-        if key in inputs and declared.get(i) != f"input[{inputs[key]}]":
-            errors.append(f"output[{i}] aliases input[{inputs[key]}], but should not: a view of an input escapes "
-                          f"a functional graph (undeclared)")
+        on = inputs.get(storage_of(out), [])
+        if on and declared.get(i) not in on:
+            errors.append(f"output[{i}] aliases {on[0]}, but should not: a view of an input escapes a functional "
+                          f"graph (undeclared)")
     return errors
 
 
@@ -119,13 +122,14 @@ def _graphs(gm: fx.GraphModule) -> list:
 
 
 def _epilogue(gm: fx.GraphModule) -> set:
-    """The trailing writes into placeholders/constants (and the views they read) before the output."""
+    """The trailing writes into placeholders/constants: after the last node that is neither such a
+    write nor an ``as_strided`` view (the replays they copy from, the outputs viewing inputs)."""
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
     found = set()
     for node in reversed(nodes):
         if node.target in EPILOGUE_OPS and _caller_state(node.args[0]):
             found.add(node)
-        elif is_mutating_target(node):
+        elif node.target != torch.ops.aten.as_strided.default:
             break
     return found
 

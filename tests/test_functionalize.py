@@ -18,6 +18,7 @@ from conformance import check
 from reference_lowering import LoweringError
 from reference_lowering.functionalize import SCHEMA_LIARS, functionalize
 from reference_lowering.functionalize import _core
+from reference_lowering.functionalize._storage import copies_sharing_storage
 from tests.graphs import build
 
 aten = torch.ops.aten
@@ -339,3 +340,89 @@ def test_writes_to_an_expanded_input_and_empty_writes():
     expanded = torch.randn(1, 1).expand(1, 2)
     _ok(build(1, lambda g, c, x: [c(aten.add_.Scalar, c(aten.slice.Tensor, x, 1, 0, 0), 1.0)]), (expanded,))
     _ok(build(1, lambda g, c, x: [c(aten.mul_.Scalar, c(aten.select.int, x, 1, 0), 3.0), x][1:]), (expanded,))
+
+
+# --- found in review -----------------------------------------------------------------------------
+
+
+def test_an_element_of_a_tuple_read_after_a_write_sees_it():
+    def body(g, c, x):
+        y = c(aten.clone.default, x)
+        parts = c(aten.split.Tensor, y, 1)
+        c(aten.add_.Scalar, y, 1)
+        return [c(aten.add.Tensor, c(operator.getitem, parts, 0), 0)]
+    _ok(build(1, body), (torch.zeros(2),))
+
+
+def test_tied_constants_stay_tied():
+    shared = torch.zeros(3)
+    gm = build(1, lambda g, c, x: [c(aten.add_.Tensor, g.get_attr("b"), x),
+                                   c(aten.mul.Tensor, g.get_attr("a"), 1)][1:],
+               constants={"a": shared, "b": shared})  # one tensor under two names
+    assert gm.a is gm.b
+    _ok(gm, (torch.ones(3),))
+
+
+def test_writes_outside_the_inputs_own_view_reach_the_caller():
+    base = torch.zeros(4)
+    gm = build(1, lambda g, c, x: [c(aten.fill_.Scalar, c(aten.as_strided.default, x, [4], [1], 0), 5.0),
+                                   c(aten.neg.default, x)][1:])
+    _ok(gm, (base[2:],))
+
+
+@pytest.mark.parametrize("op", [aten.contiguous.default, aten.to.dtype])
+def test_liar_copies_keep_the_requested_memory_format(op):
+    x = torch.randn(2, 3, 4, 5)
+    args = (torch.float64,) if op == aten.to.dtype else ()
+    gm = build(1, lambda g, c, x: [g.call_function(op, (x, *args), {"memory_format": torch.channels_last})])
+    _ok(gm, (x,))
+
+
+def test_outputs_mode_counts_top_level_outputs():
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(aten.add_.Scalar, (x, 1))
+    a = g.call_function(aten.neg.default, (x,))
+    g.output(((a, a), a))  # nested
+    out = functionalize(fx.GraphModule(torch.nn.Module(), g), (torch.zeros(2),), input_mutations="outputs")
+    sig = out.meta["functionalization"]
+    results = out(torch.zeros(2))
+    assert sig.user_outputs == 2 and sig.mutated_inputs == {2: "input[0]"} and len(results) == 3
+    assert torch.equal(results[2], torch.ones(2))
+
+
+def test_functionalize_leaves_the_callers_random_state_alone():
+    gm = build(1, lambda g, c, x: [c(aten.add.Tensor, c(aten.rand_like.default, x), x)])
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    functionalize(gm, (torch.zeros(3),))
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_reinterpreting_written_memory_as_another_dtype_is_refused():
+    def body(g, c, x):
+        y = c(aten.clone.default, x)
+        z = c(aten.view.dtype, y, torch.int32)
+        c(aten.add_.Scalar, y, 1.0)
+        return [c(aten.add.Tensor, z, 0)]
+    with pytest.raises(LoweringError, match="view\\(dtype\\)"):
+        functionalize(build(1, body), (torch.zeros(2),))
+    inputs = copies_sharing_storage((torch.ones(2), ))
+    both = copies_sharing_storage((inputs[0], inputs[0].view(torch.int32)))  # one storage, two dtypes
+    assert both[1].tolist() == [1065353216, 1065353216]
+
+
+def test_contract_epilogue_is_only_a_trailing_run():
+    """A copy_ into an input in the middle of the graph, before more compute, is not an epilogue."""
+    gm = build(1, lambda g, c, x: [c(aten.mul.Tensor, c(aten.copy_.default, x, c(aten.neg.default, x)), 2)])
+    verdict = check(lambda gm: gm, gm, (torch.randn(3),), ensure=["functional"], properties=["values"])
+    assert "contracts:functional" in {v.property for v in verdict.violations}
+
+
+def test_contract_accepts_a_declared_alias_of_any_input_sharing_the_storage():
+    base = torch.randn(2, 3)
+    def body(g, c, x, y):
+        c(aten.mul_.Scalar, y, 2)
+        return [c(aten.select.int, x, 0, 0)]
+    _ok(build(2, body), (base, base[1]))

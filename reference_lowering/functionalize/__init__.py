@@ -62,8 +62,9 @@ def functionalize(gm: fx.GraphModule, example_inputs=None, *, input_mutations: s
         raise LoweringError(f"example_inputs has {len(inputs)} values, but the graph has {len(placeholders)} inputs")
     grad = torch.is_grad_enabled()
     try:
-        walk = Walk(gm, inputs, input_mutations)
-        graph = walk.run()
+        with torch.random.fork_rng(devices=[]):  # the eager runs draw random numbers: not the caller's
+            walk = Walk(gm, inputs, input_mutations)
+            graph = walk.run()
     finally:
         torch._C._set_grad_enabled(grad)
     result = fx.GraphModule(gm, graph, class_name="FunctionalGraphModule")

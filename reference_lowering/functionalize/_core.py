@@ -73,13 +73,14 @@ class Walk:
         self.version = {}  # storage key -> writes so far
         self.flat = {}  # storage key -> emitted 1-D node of the whole storage (written storages)
         self.flat_len = {}  # storage key -> its flat's length
+        self.flat_dtype = {}  # storage key -> its flat's dtype
         self.witness = {}  # storage key -> an emitted node on that storage with current data
         self.replays = {}  # (key, version, metadata) -> emitted as_strided node
         self.callers = {}  # storage key -> [(source node, metadata before)] of placeholders and constants
-        self.constants = {}  # get_attr target -> the walk's own copy of it
         self.n_inputs = 0
         self.module = gm  # where get_attr targets resolve (a region body while inlining one)
         self.inlined = {}  # a wrap_with_set_grad_enabled node -> its body's output nodes
+        self.constants = constant_copies(gm)  # get_attr target -> the walk's copy (tied ones stay tied)
         self.extents = reachable_extents(gm, inputs)  # input index -> elements any view of it reaches
 
     # --- emitting ------------------------------------------------------------------------------
@@ -96,6 +97,9 @@ class Walk:
             self.defined[node] = (self.version[k], _meta(value))
             if emitted is not None and k not in self.flat:
                 self.witness.setdefault(k, emitted)
+        elif isinstance(value, (tuple, list)):  # a getitem of it later reads each element as defined now
+            self.defined[node] = [(self.version[_key(t)], _meta(t)) if isinstance(t, torch.Tensor) else None
+                                  for t in value]
 
     # --- reading -------------------------------------------------------------------------------
     def read(self, arg):
@@ -127,6 +131,9 @@ class Walk:
 
     def flat_of(self, value: torch.Tensor) -> fx.Node:
         k = _key(value)
+        if k in self.flat_dtype and self.flat_dtype[k] != value.dtype:
+            raise LoweringError(f"a storage written as {self.flat_dtype[k]} is also used as {value.dtype} "
+                                f"(view(dtype) reinterpretation of written memory is not supported)")
         if k not in self.flat:
             if k not in self.witness:
                 raise LoweringError(f"no node holds the storage of a {tuple(value.shape)} tensor (internal)")
@@ -135,7 +142,7 @@ class Walk:
             if inputs:  # a caller's storage: only as far as the graph's views of it reach
                 n = max(self.extents.get(i, 0) for i in inputs)
             self.flat[k] = self.emit(aten.as_strided.default, self.witness[k], [n], [1], 0)
-            self.flat_len[k] = n
+            self.flat_len[k], self.flat_dtype[k] = n, value.dtype
         return self.flat[k]
 
     def write(self, target: torch.Tensor, new: fx.Node) -> None:
@@ -174,10 +181,7 @@ class Walk:
         elif node.op == "get_attr":
             if self.module is not self.src:
                 raise LoweringError(f"node {node.name}: a constant read inside a grad-region body is not supported")
-            if node.target not in self.constants:  # the walk runs on copies: the caller's buffers stay as they are
-                original = operator.attrgetter(node.target)(self.src)
-                self.constants[node.target] = copies_sharing_storage((original,))[0]
-            value = self.constants[node.target]
+            value = self.constants[node.target]  # a copy: the caller's buffers stay as they are
             self.tensor_defined(node, value, self.g.get_attr(node.target))
             if isinstance(value, torch.Tensor) and all(s.target != node.target for s, _ in
                                                        self.callers.get(_key(value), [])):
@@ -205,6 +209,9 @@ class Walk:
         if target is operator.getitem:
             value = target(*args)
             self.tensor_defined(node, value, self.emit(operator.getitem, self.read(node.args[0]), node.args[1]))
+            states = self.defined.get(node.args[0])
+            if isinstance(value, torch.Tensor) and isinstance(states, list):
+                self.defined[node] = states[node.args[1]]  # a write since the tuple was made is replayed
             return
         liar = SCHEMA_LIARS.get(target)
         if liar is not None:
@@ -273,27 +280,24 @@ class Walk:
         labels = {src: _label(self, src) for entries in self.callers.values() for src, _ in entries}
         extra, metadata, mutated = [], {}, {}
         for k, entries in self.callers.items():
+            written = self.version[k] > 0
             for src, before in entries:
-                value = self.real[src]
-                now = _meta(value)
-                written = self.version[k] > 0
+                now = _meta(self.real[src])
                 if now != before:
                     metadata[labels[src]] = now
-                if not written and now == before:
-                    continue
-                if self.mode == "copy_":
-                    if now != before:
+                    if self.mode == "copy_":
                         self.emit(aten.as_strided_.default, self.fx[src], list(now[0]), list(now[1]), now[2])
-                    if written and torch._debug_has_internal_overlap(value) != 0:
-                        # copy_ into an expanded input raises: write its storage's reached elements
-                        n = self.flat_len[k]
-                        dense = self.emit(aten.as_strided.default, self.fx[src], [n], [1], 0)
-                        self.emit(aten.copy_.default, dense, self.flat[k])
-                    elif written:
-                        self.emit(aten.copy_.default, self.fx[src], self.replay(value))
-                else:
-                    extra.append((labels[src], self.replay(value) if written else
+                if self.mode == "outputs" and (written or now != before):
+                    extra.append((labels[src], self.replay(self.real[src]) if written else
                                   self.emit(aten.as_strided.default, self.fx[src], list(now[0]), list(now[1]), now[2])))
+            if self.mode == "copy_" and written:
+                src = entries[0][0]
+                if len(entries) == 1 and _covers(self.real[src], self.flat_len[k]):
+                    self.emit(aten.copy_.default, self.fx[src], self.replay(self.real[src]))
+                else:  # several inputs on one storage, elements outside the input's view, or an expanded
+                    # input (copy_ into it raises): write every element the graph's views reach, once
+                    dense = self.emit(aten.as_strided.default, self.fx[src], [self.flat_len[k]], [1], 0)
+                    self.emit(aten.copy_.default, dense, self.flat[k])
         outs, aliases = [], {}
         caller_storage = {k: entries[0][0] for k, entries in self.callers.items()}
         for i, a in enumerate(flat_out):
@@ -310,13 +314,22 @@ class Walk:
                     outs.append(self.emit(aten.as_strided.default, self.fx[src], list(size), list(stride), offset))
                     continue
             outs.append(self.read(a))
-        for j, (label, value) in enumerate(extra):
-            mutated[len(outs) + j] = label
         result = torch.utils._pytree.tree_unflatten(outs, spec)
+        top = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        mutated = {len(top) + j: label for j, (label, _) in enumerate(extra)}
         if extra:
-            result = (*(result if isinstance(result, (tuple, list)) else (result,)), *(v for _, v in extra))
+            result = (*top, *(v for _, v in extra))
         self.g.output(result)
-        self.signature = FunctionalizationSignature(self.mode, len(flat_out), mutated, metadata, aliases)
+        self.signature = FunctionalizationSignature(self.mode, len(top), mutated, metadata, aliases)
+
+
+def constant_copies(gm: fx.GraphModule) -> dict:
+    """``{target: copy}`` for the tensors ``gm``'s get_attr nodes read; targets naming one tensor (or
+    views of one storage) get copies on one storage, so a write through one is seen through all."""
+    targets = list(dict.fromkeys(n.target for n in gm.graph.nodes if n.op == "get_attr"))
+    values = [operator.attrgetter(t)(gm) for t in targets]
+    pairs = [(t, v) for t, v in zip(targets, values) if isinstance(v, torch.Tensor)]
+    return dict(zip([t for t, _ in pairs], copies_sharing_storage([v for _, v in pairs])))
 
 
 def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
@@ -326,14 +339,11 @@ def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
     owner = {_key(t): i for i, t in reversed(list(enumerate(copies))) if isinstance(t, torch.Tensor)}
     extents = {}
 
-    class Recorder(fx.Interpreter):
-        constants = {}
+    constants = constant_copies(gm)
 
+    class Recorder(fx.Interpreter):
         def fetch_attr(self, target):  # the caller's buffers are never run on: copies of them
-            value = super().fetch_attr(target)
-            if isinstance(value, torch.Tensor):
-                value = self.constants.setdefault(target, copies_sharing_storage((value,))[0])
-            return value
+            return constants.get(target) if target in constants else super().fetch_attr(target)
 
         def run_node(self, n):
             result = super().run_node(n)  # inputs too: a metadata mutation changes them in place
@@ -350,6 +360,12 @@ def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
     finally:
         torch._C._set_grad_enabled(grad)
     return extents
+
+
+def _covers(t: torch.Tensor, n: int) -> bool:
+    """``t``'s elements are exactly storage elements [0, n), each once."""
+    reach = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1 if t.numel() else 0
+    return t.storage_offset() == 0 and t.numel() == n == reach and torch._debug_has_internal_overlap(t) == 0
 
 
 def _label(walk: Walk, src: fx.Node) -> str:

@@ -45,12 +45,11 @@ def _self_or_copy(copy):
     return functionalize
 
 
-def _to_copy(walk, src, value):
-    return walk.emit(aten._to_copy.default, src, dtype=value.dtype, layout=value.layout, device=value.device)
-
-
-def _contiguous_copy(walk, src, value):
-    return walk.emit(aten.clone.default, src, memory_format=torch.contiguous_format)
+def _exact_copy(walk, src, value):
+    """A copy with eager's result's dtype and strides, whatever memory_format asked for them."""
+    dst = walk.emit(aten.empty_strided.default, list(value.shape), list(value.stride()), dtype=value.dtype,
+                    layout=value.layout, device=value.device)
+    return walk.emit(aten.copy.default, dst, src)
 
 
 def _batch_norm(single_output: bool):
@@ -98,19 +97,19 @@ SCHEMA_LIARS = {
                                   _view_or_copy),
     # to returns self itself when dtype/device/layout already match, else a new tensor.
     aten.to.dtype: Liar("returns self when nothing changes, otherwise a copy; the schema says alias",
-                        _self_or_copy(_to_copy)),
+                        _self_or_copy(_exact_copy)),
     aten.to.dtype_layout: Liar("returns self when nothing changes, otherwise a copy; the schema says alias",
-                               _self_or_copy(_to_copy)),
+                               _self_or_copy(_exact_copy)),
     aten.to.device: Liar("returns self when nothing changes, otherwise a copy; the schema says alias",
-                         _self_or_copy(_to_copy)),
+                         _self_or_copy(_exact_copy)),
     aten.to.other: Liar("returns self when nothing changes, otherwise a copy; the schema says alias",
-                        _self_or_copy(_to_copy)),
+                        _self_or_copy(_exact_copy)),
     # type_as(x, other) is x.to(other.dtype).
     aten.type_as.default: Liar("to(other.dtype): self or a copy; the schema promises a new tensor",
-                               _self_or_copy(_to_copy)),
+                               _self_or_copy(_exact_copy)),
     # contiguous returns self when already contiguous, else a contiguous copy.
     aten.contiguous.default: Liar("returns self when already contiguous, otherwise a copy; the schema says alias",
-                                  _self_or_copy(_contiguous_copy)),
+                                  _self_or_copy(_exact_copy)),
     # In training mode batch norm updates running_mean/running_var in place; no (a!) on either.
     aten.native_batch_norm.default: Liar("writes running_mean and running_var when training, but its schema "
                                          "marks neither as written", _batch_norm(single_output=False)),

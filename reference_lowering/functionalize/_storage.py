@@ -18,29 +18,31 @@ def key(t: torch.Tensor):
 
 def copies_sharing_storage(values) -> tuple:
     """Copies of ``values`` with the same sizes, strides, offsets, storage sizes and sharing: two
-    that were views of one storage are views of one new storage. Non-tensors pass through."""
-    bases, out = {}, []
+    that were views of one storage are views of one new storage (whatever their dtypes). Non-tensors
+    pass through."""
+    storages, out = {}, []
     for v in values:
         if not isinstance(v, torch.Tensor):
             out.append(v)
             continue
         k = key(v)
-        if k not in bases:
-            storage = v.untyped_storage()
-            base = torch.empty(storage.nbytes() // v.element_size(), dtype=v.dtype, device=v.device)
-            if storage.nbytes():
-                base.untyped_storage().copy_(storage)
-            bases[k] = base
-        out.append(bases[k].as_strided(v.shape, v.stride(), v.storage_offset()))
+        if k not in storages:
+            storages[k] = v.untyped_storage().clone()
+        out.append(_on(storages[k], v))
     return tuple(out)
 
 
 def zeros_like_layout(fakes) -> tuple:
     """Real zero tensors with the layout and storage sharing of ``fakes`` (``meta['val']`` values)."""
-    bases, out = {}, []
+    storages, out = {}, []
     for f in fakes:
         k = key(f)
-        if k not in bases:
-            bases[k] = torch.zeros(f.untyped_storage().nbytes() // f.element_size(), dtype=f.dtype, device=f.device)
-        out.append(bases[k].as_strided(f.shape, f.stride(), f.storage_offset()))
+        if k not in storages:
+            storages[k] = torch.zeros(f.untyped_storage().nbytes(), dtype=torch.uint8, device=f.device).untyped_storage()
+        out.append(_on(storages[k], f))
     return tuple(out)
+
+
+def _on(storage, like: torch.Tensor) -> torch.Tensor:
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(storage, like.storage_offset(), like.shape,
+                                                                      like.stride())
