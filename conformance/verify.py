@@ -223,18 +223,10 @@ class _Run:
     def _mutations(self, act_in, act_grad):
         _, exp_in, exp_grad = self.expected
         for i, (a, e) in enumerate(zip(act_in, exp_in)):
-            what = f"input[{i}] after the run"
-            message = compare_metadata(a, e, what, strides=True)
-            if message is None and isinstance(e, torch.Tensor) and not _quick_equal(a, e):
-                ref = self.reference()
-                message = compare_values(a, e, what, reference=ref[1][i] if ref else None,
-                                         signed_zeros=self.c.signed_zeros)
+            message = self._state_mismatch(a, e, self.inputs[i], f"input[{i}] after the run", "mutates",
+                                           lambda ref: ref[1][i])
             if message:
-                original = self.inputs[i]
-                mutated = not (isinstance(e, torch.Tensor) and _quick_equal(e, original)
-                               and compare_metadata(e, original, "", strides=True) is None)
-                hint = "the original mutates it" if mutated else "the original leaves it unchanged"
-                self.violation("mutations", f"{message}\n  ({hint})")
+                self.violation("mutations", message)
         if act_grad != exp_grad:
             self.violation("mutations", f"grad mode after the run={act_grad}, but should be {exp_grad} "
                                         f"(a _set_grad_enabled node was dropped or changed)")
@@ -242,22 +234,28 @@ class _Run:
     def _constant_writes(self, act_constants):
         """A graph may write its own constants (module buffers): that state is the caller's too."""
         for name, e in self.exp_constants.items():
-            a, what = act_constants[name], f"constant {name} after the run"
-            before = attr_or_none(self.gm, name)  # the caller's, never run
-            written = not (_quick_equal(e, before) and compare_metadata(e, before, "", strides=True) is None)
+            a, what, before = act_constants[name], f"constant {name} after the run", attr_or_none(self.gm, name)
             if a is None:
-                if written:
+                if _changed(e, before):
                     self.violation("mutations", f"{what}=missing, but should hold what the original writes to it "
                                                 f"(the pass removed the constant)")
                 continue
-            message = compare_metadata(a, e, what, strides=True)
-            if message is None and not _quick_equal(a, e):
-                ref = self.reference()
-                message = compare_values(a, e, what, reference=ref[2].get(name) if ref else None,
-                                         signed_zeros=self.c.signed_zeros)
+            message = self._state_mismatch(a, e, before, what, "writes", lambda ref: ref[2].get(name))
             if message:
-                hint = "the original writes it" if written else "the original leaves it unchanged"
-                self.violation("mutations", f"{message}\n  ({hint})")
+                self.violation("mutations", message)
+
+    def _state_mismatch(self, a, e, before, what: str, verb: str, pick) -> str | None:
+        """None when ``a`` (the result's state after its run) matches ``e`` (the original's after its
+        run), else the message, saying whether the original changed that state (``before``: never run).
+        ``pick(reference)`` is the fp64 value of that state, for the oracle."""
+        message = compare_metadata(a, e, what, strides=True)
+        if message is None and isinstance(e, torch.Tensor) and not _quick_equal(a, e):
+            ref = self.reference()
+            message = compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros)
+        if message is None:
+            return None
+        hint = f"the original {verb} it" if _changed(e, before) else "the original leaves it unchanged"
+        return f"{message}\n  ({hint})"
 
     def _aliasing(self, exp_flat, exp_in, act_flat, act_in, after):
         want = alias_map(exp_flat, exp_in, tensor_constants(self.gm))
@@ -346,6 +344,12 @@ def alias_map(outputs, inputs, constants: dict) -> list:
 
 def _aliases(tags) -> str:
     return ", ".join(sorted(tags)) if tags else "nothing"
+
+
+def _changed(after, before) -> bool:
+    """Whether a run changed a tensor's values or metadata (``before``: the untouched original)."""
+    return not (isinstance(after, torch.Tensor) and _quick_equal(after, before)
+                and compare_metadata(after, before, "", strides=True) is None)
 
 
 def _copy_or_none(t):

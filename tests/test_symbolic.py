@@ -253,3 +253,18 @@ def test_cli_exit_codes_output_and_json(tmp_path):
         usage = _prove_cli(*args)
         assert usage.returncode == 2, usage.stdout + usage.stderr
         assert usage.stderr.startswith("fx-conformance prove: error:") and "Traceback" not in usage.stderr
+
+
+def test_cli_counterexample_is_the_same_whatever_the_hash_seed():
+    """The README promises a rerun shows the same counterexample: z3's model must not depend on the
+    order Python's hash seed gives sympy's sets."""
+    import os
+
+    lines = set()
+    for seed in ("1", "2", "3"):
+        proc = subprocess.run([sys.executable, "-m", "conformance.cli", "prove", "CeilDiv(a, b)",
+                               "FloorDiv(a + b - 1, b)"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        assert proc.returncode == 1, proc.stderr
+        lines.add(next(line for line in proc.stdout.splitlines() if "counterexample" in line))
+    assert len(lines) == 1, lines

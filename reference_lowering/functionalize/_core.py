@@ -22,7 +22,7 @@ import torch
 import torch.fx as fx
 from .._errors import LoweringError
 from ._liars import SCHEMA_LIARS
-from ._storage import copies_sharing_storage, key as _key, meta as _meta
+from ._storage import copies_sharing_storage, key as _key, meta as _meta, reach
 
 aten = torch.ops.aten
 _GRAD = torch._C._set_grad_enabled
@@ -349,9 +349,8 @@ def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
             result = super().run_node(n)  # inputs too: a metadata mutation changes them in place
             for u in _tensors(result) + [t for a in n.all_input_nodes for t in _tensors(self.env[a])]:
                 i = owner.get(_key(u))
-                if i is not None and u.numel():
-                    end = u.storage_offset() + sum((s - 1) * st for s, st in zip(u.shape, u.stride())) + 1
-                    extents[i] = max(extents.get(i, 0), end)
+                if i is not None:
+                    extents[i] = max(extents.get(i, 0), reach(u))
             return result
 
     grad = torch.is_grad_enabled()
@@ -364,8 +363,7 @@ def reachable_extents(gm: fx.GraphModule, inputs: tuple) -> dict:
 
 def _covers(t: torch.Tensor, n: int) -> bool:
     """``t``'s elements are exactly storage elements [0, n), each once."""
-    reach = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1 if t.numel() else 0
-    return t.storage_offset() == 0 and t.numel() == n == reach and torch._debug_has_internal_overlap(t) == 0
+    return t.storage_offset() == 0 and t.numel() == n == reach(t) and torch._debug_has_internal_overlap(t) == 0
 
 
 def _label(walk: Walk, src: fx.Node) -> str:

@@ -11,6 +11,13 @@ def meta(t: torch.Tensor) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
+def reach(t: torch.Tensor) -> int:
+    """One past the last storage element ``t`` reads (0 when it reads none)."""
+    if not t.numel():
+        return 0
+    return t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
+
+
 def key(t: torch.Tensor):
     """The storage ``t`` lives on (tensors with equal keys alias)."""
     return StorageWeakRef(t.untyped_storage())
