@@ -141,3 +141,26 @@ def _no_input_as_output(ctx: ContractContext) -> list:
     flat = torch.utils._pytree.tree_leaves(output.args[0])
     return [f"output[{i}]=%{a.name} (a placeholder), but should not be a graph input [{node_label(ctx.after, a)}]"
             for i, a in enumerate(flat) if isinstance(a, fx.Node) and a.op == "placeholder"]
+
+
+def _pointwise_ops() -> frozenset:
+    from strategies import OPS
+
+    return frozenset(row.overload for row in OPS if row.category == "pointwise")
+
+
+@register_contract("pointwise-kernels-only", "no pointwise ATen op is left outside a kernel (a pointwise lowering "
+                   "put every one into a fused kernel launch)")
+def _pointwise_kernels_only(ctx: ContractContext) -> list:
+    """A pointwise op is one of the catalog's, or any ATen overload tagged ``pointwise``; writes are not
+    counted (an in-place op is not a lowering's to fuse), and nodes inside higher-order-op bodies are."""
+    catalog = _pointwise_ops()
+    errors = []
+    for gm in _graphs(ctx.after):
+        for node in gm.graph.nodes:
+            target = node.target
+            if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or is_mutating_target(node):
+                continue
+            if target in catalog or torch.Tag.pointwise in target.tags:
+                errors.append(f"pointwise op={target}, but should be inside a kernel [{node_label(gm, node)}]")
+    return errors

@@ -1,0 +1,31 @@
+"""Pointwise-to-Triton lowering: pointwise regions of an ATen graph become fused Triton kernels, and
+the graph is rewritten to launch them, so the result is again an FX graph any harness can run.
+
+- ``lower_pointwise(gm, example_inputs, dynamic=False)``: the whole graph; every maximal region of
+  pointwise ops over one iteration space is one kernel, other nodes stay ATen calls.
+- ``lower_pointwise_subgraph(gm)``: strict, one graph -> one ``PointwiseKernel`` (source text and a
+  launcher); a node that cannot be in the kernel raises ``LoweringError`` naming it.
+- ``TRITON``: the op table (ATen overload -> Triton expression), one commented row per op.
+
+CPU tensors run under the Triton interpreter (``TRITON_INTERPRET=1``, set by the first CPU kernel);
+f16/bf16 are computed in fp32 and rounded after every op, as eager rounds.
+
+>>> import torch, torch.fx as fx
+>>> aten = torch.ops.aten
+>>> g = fx.Graph(); x = g.placeholder("x")
+>>> y = g.call_function(aten.mul.Tensor, (g.call_function(aten.sigmoid.default, (x,)), x))
+>>> _ = g.output((g.call_function(aten.sum.default, (y,)),))
+>>> lowered = lower_pointwise(fx.GraphModule(torch.nn.Module(), g), (torch.randn(8),))
+>>> [n.target.__name__ for n in lowered.graph.nodes if n.op == "call_function"]
+['empty_strided.default', 'triton_kernel_wrapper_mutation', 'sum.default']
+>>> x = torch.randn(8); torch.allclose(lowered(x)[0], (x.sigmoid() * x).sum())
+True
+"""
+
+from ._kernel import TensorInfo, unsupported_reason
+from ._lower import lower_pointwise
+from ._subgraph import PointwiseKernel, lower_pointwise_subgraph
+from ._table import TRITON, Row
+
+__all__ = ["TRITON", "PointwiseKernel", "Row", "TensorInfo", "lower_pointwise", "lower_pointwise_subgraph",
+           "unsupported_reason"]

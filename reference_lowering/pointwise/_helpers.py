@@ -1,0 +1,347 @@
+"""Triton helper functions a kernel module includes when its body calls them.
+
+Only ``triton.language`` builtins are used (not its ``@jit`` library functions such as ``tl.zeros``:
+when triton was imported before ``TRITON_INTERPRET`` was set, those are compiled-mode functions the
+interpreter refuses to call), and only core math: the Triton interpreter cannot call libdevice
+(``extern_elementwise`` is not supported there), and one expression per op keeps the code that runs
+on CPU the code that runs on GPU. So the functions libdevice would give (expm1, log1p, tanh, atan,
+atan2, asin, hypot, pow, copysign, trunc, round-half-even) are written here, to eager's semantics
+for special values (NaN, +-inf, signed zero) and to within a few ulp. Integer floor division and
+remainder follow Python (Triton's ``//`` and ``%`` are C's). Each helper is a template over the
+float type, so constants keep fp64 precision in fp64 kernels.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ._types import TL, constant
+
+_INT_OF = {torch.float32: "tl.int32", torch.float64: "tl.int64"}
+
+
+def _floats(dtype, body: str) -> str:
+    """``body`` with ``{F}`` (float type), ``{I}`` (same-width int) and ``{c(x)}`` constants filled."""
+    return body.replace("{F}", TL[dtype]).replace("{I}", _INT_OF[dtype])
+
+
+def _c(dtype, value) -> str:
+    return constant(value, dtype)
+
+
+def _signbit(dtype):
+    return _floats(dtype, """
+@triton.jit
+def signbit_{S}(x):
+    return x.to({I}, bitcast=True) < 0
+""")
+
+
+def _copysign(dtype):
+    return """
+@triton.jit
+def copysign_{S}(a, b):
+    return tl.where(signbit_{S}(b), -tl.abs(a), tl.abs(a))
+"""
+
+
+def _trunc(dtype):
+    return """
+@triton.jit
+def trunc_{S}(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+"""
+
+
+def _round(dtype):
+    # Half to even, like torch.round: exact, since x - floor(x) is exact in binary floating point.
+    return f"""
+@triton.jit
+def round_{{S}}(x):
+    r = tl.floor(x)
+    d = x - r
+    odd = (r % {_c(dtype, 2.0)}) != 0
+    return tl.where((d > {_c(dtype, 0.5)}) | ((d == {_c(dtype, 0.5)}) & odd), r + 1, r)
+"""
+
+
+def _expm1(dtype):
+    # Kahan's trick: exp(x) - 1 corrected by x / log(exp(x)), accurate near 0 where exp(x) - 1 cancels.
+    return f"""
+@triton.jit
+def expm1_{{S}}(x):
+    u = tl.exp(x)
+    um1 = u - 1
+    r = tl.where(um1 == 0, x, um1 * x / tl.log(u))
+    r = tl.where(um1 == -1, {_c(dtype, -1.0)}, r)
+    return tl.where(u == {_c(dtype, float("inf"))}, u, r)
+"""
+
+
+def _log1p(dtype):
+    return f"""
+@triton.jit
+def log1p_{{S}}(x):
+    u = 1 + x
+    r = tl.where(u == 1, x, tl.log(u) * x / (u - 1))
+    return tl.where((u == {_c(dtype, float("inf"))}) | (u == 0), tl.log(u), r)
+"""
+
+
+def _tanh(dtype):
+    big = 10.0 if dtype == torch.float32 else 20.0  # tanh(x) rounds to 1 beyond this
+    return f"""
+@triton.jit
+def tanh_{{S}}(x):
+    ax = tl.abs(x)
+    t = expm1_{{S}}(2 * ax)
+    r = t / (t + 2)
+    r = tl.where(ax > {_c(dtype, big)}, {_c(dtype, 1.0)}, r)
+    return tl.where(x < 0, -r, tl.where(x == 0, x, r))
+"""
+
+
+def _atan(dtype):
+    # Cephes atan: reduce to |x| <= 0.66, then a rational approximation (degree 4/5 in x^2).
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    p = [-8.750608600031904122785e-01, -1.615753718733365076637e01, -7.500855792314704667340e01,
+         -1.228866684490136173410e02, -6.485021904942025371773e01]
+    q = [2.485846490142306297962e01, 1.650270098316988542046e02, 4.328810604912902668951e02,
+         4.853903996359136964868e02, 1.945506571482613964425e02]
+    num = c(p[0])
+    for k in p[1:]:
+        num = f"({num}) * z + {c(k)}"
+    den = f"z + {c(q[0])}"
+    for k in q[1:]:
+        den = f"({den}) * z + {c(k)}"
+    return f"""
+@triton.jit
+def atan_{{S}}(x):
+    ax = tl.abs(x)
+    big = ax > {c(2.41421356237309504880)}
+    mid = (ax > {c(0.66)}) & (ax <= {c(2.41421356237309504880)})
+    y0 = tl.where(big, {c(1.57079632679489661923)}, tl.where(mid, {c(0.78539816339744830962)}, {c(0.0)}))
+    xr = tl.where(big, -1 / ax, tl.where(mid, (ax - 1) / (ax + 1), ax))
+    z = xr * xr
+    r = xr * z * ({num}) / ({den}) + xr
+    r = r + tl.where(big, {c(6.123233995736765886130e-17)}, tl.where(mid, {c(0.5 * 6.123233995736765886130e-17)}, {c(0.0)}))
+    r = y0 + r
+    r = tl.where(ax == {c(float("inf"))}, {c(1.57079632679489661923)}, r)
+    return tl.where(x < 0, -r, tl.where(x == 0, x, r))
+"""
+
+
+def _atan2(dtype):
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    return f"""
+@triton.jit
+def atan2_{{S}}(y, x):
+    ax = tl.abs(x)
+    ay = tl.abs(y)
+    mx = tl.where(ax > ay, ax, ay)
+    mn = tl.where(ax > ay, ay, ax)
+    r = atan_{{S}}(mn / mx)
+    r = tl.where(mx == 0, {c(0.0)}, r)
+    r = tl.where((ax == {c(float("inf"))}) & (ay == {c(float("inf"))}), {c(0.78539816339744830962)}, r)
+    r = tl.where(ay > ax, {c(1.57079632679489661923)} - r, r)
+    r = tl.where(signbit_{{S}}(x), {c(3.14159265358979323846)} - r, r)
+    r = copysign_{{S}}(r, y)
+    return tl.where((x != x) | (y != y), x + y, r)
+"""
+
+
+def _asin(dtype):
+    return """
+@triton.jit
+def asin_{S}(x):
+    return atan_{S}(x / tl.sqrt((1 - x) * (1 + x)))
+"""
+
+
+def _hypot(dtype):
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    return f"""
+@triton.jit
+def hypot_{{S}}(a, b):
+    aa = tl.abs(a)
+    ab = tl.abs(b)
+    mx = tl.where(aa > ab, aa, ab)
+    mn = tl.where(aa > ab, ab, aa)
+    q = mn / mx
+    r = mx * tl.sqrt(1 + q * q)
+    r = tl.where(mx == 0, {c(0.0)}, r)
+    r = tl.where((a != a) | (b != b), a + b, r)
+    return tl.where((aa == {c(float("inf"))}) | (ab == {c(float("inf"))}), {c(float("inf"))}, r)
+"""
+
+
+def _pow(dtype):
+    # C pow (std::pow, what eager calls) through exp2(y * log2|x|), in fp64 so an fp32 result keeps
+    # fp32 accuracy; the sign and the special cases of C99 F.9.4.4 are applied around it.
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    return f"""
+@triton.jit
+def pow_{{S}}(x, y):
+    ax = tl.abs(x)
+    r = tl.exp2(y.to(tl.float64) * tl.log2(ax.to(tl.float64))).to({{F}})
+    ay = tl.abs(y)
+    y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
+    y_odd = y_int & ((y % {c(2.0)}) != 0)
+    neg = signbit_{{S}}(x)
+    r = tl.where(neg & y_odd, -r, r)
+    r = tl.where((x < 0) & (x > {c(float("-inf"))}) & (ay < {c(float("inf"))}) & ~y_int, {c(float("nan"))}, r)
+    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y > 0), {c(float("inf"))}, r)
+    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y < 0), {c(0.0)}, r)
+    r = tl.where((ax == 1) & (ay == {c(float("inf"))}), {c(1.0)}, r)
+    return tl.where((y == 0) | (x == 1), {c(1.0)}, r)
+"""
+
+
+def _ipow(dtype):
+    # Square-and-multiply over every bit of the exponent: exact, and wrapping on overflow as eager's
+    # loop does. Exponents are non-negative (eager raises on negative integer powers).
+    bits = 64 if dtype == torch.int64 else 32
+    return f"""
+@triton.jit
+def ipow_{{S}}(x, y):
+    r = x * 0 + 1
+    base = x
+    e = y
+    for _ in range({bits}):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    return r
+"""
+
+
+def _floordiv_int(dtype):
+    return """
+@triton.jit
+def floordiv_{S}(a, b):
+    q = a // b
+    fix = ((a % b) != 0) & ((a < 0) != (b < 0))
+    return tl.where(fix, q - 1, q)
+"""
+
+
+def _remainder_int(dtype):
+    return """
+@triton.jit
+def remainder_{S}(a, b):
+    r = a % b
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return tl.where(fix, r + b, r)
+"""
+
+
+def _floordiv_float(dtype):
+    # c10's div_floor_floating: exact quotient from fmod, then floor; b == 0 gives a / b.
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    return f"""
+@triton.jit
+def floordiv_{{S}}(a, b):
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    fl = tl.floor(div)
+    fl = tl.where(div - fl > {c(0.5)}, fl + 1, fl)
+    fl = tl.where(div == 0, copysign_{{S}}(tl.full(div.shape, 0.0, {{F}}), a / b), fl)
+    return tl.where(b == 0, a / b, fl)
+"""
+
+
+def _remainder_float(dtype):
+    c = lambda v: _c(dtype, v)  # noqa: E731
+    return f"""
+@triton.jit
+def remainder_{{S}}(a, b):
+    mod = a % b
+    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+"""
+
+
+# bf16 by bits: the interpreter converts f32 -> bf16 by truncation and flushes bf16 subnormals to
+# zero when widening, so the conversions are integer operations (exact on every backend).
+def _bf16_round(dtype):
+    return """
+@triton.jit
+def bf16_round_{S}(x):
+    b = x.to(tl.int32, bitcast=True)
+    r = (b + 0x7FFF + ((b >> 16) & 1)) & -65536
+    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+"""
+
+
+def _bf16_widen(dtype):
+    return """
+@triton.jit
+def bf16_widen_{S}(x):
+    return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+"""
+
+
+def _bf16_narrow(dtype):
+    return """
+@triton.jit
+def bf16_narrow_{S}(x):
+    return (x.to(tl.int32, bitcast=True) >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+"""
+
+
+# name -> (template over the dtype, helpers it calls, the dtypes it is made for); ``{S}`` is the dtype suffix.
+_F, _I = (torch.float32, torch.float64), (torch.int8, torch.int32, torch.int64)
+HELPERS = {
+    "signbit": (_signbit, (), _F),
+    "copysign": (_copysign, ("signbit",), _F),
+    "trunc": (_trunc, (), _F),
+    "round": (_round, (), _F),
+    "expm1": (_expm1, (), _F),
+    "log1p": (_log1p, (), _F),
+    "tanh": (_tanh, ("expm1",), _F),
+    "atan": (_atan, (), _F),
+    "atan2": (_atan2, ("atan", "signbit", "copysign"), _F),
+    "asin": (_asin, ("atan",), _F),
+    "hypot": (_hypot, (), _F),
+    "pow": (_pow, ("signbit",), _F),
+    "ipow": (_ipow, (), _I),
+    "floordiv_int": (_floordiv_int, (), _I),
+    "remainder_int": (_remainder_int, (), _I),
+    "floordiv": (_floordiv_float, ("signbit", "copysign"), _F),
+    "remainder": (_remainder_float, (), _F),
+    "bf16_round": (_bf16_round, (), (torch.float32,)),
+    "bf16_widen": (_bf16_widen, (), (torch.float32,)),
+    "bf16_narrow": (_bf16_narrow, (), (torch.float32,)),
+}
+
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
+
+
+def helper_name(name: str, dtype: torch.dtype) -> str:
+    """``name`` made for ``dtype``: ``atan_f32``, ``floordiv_i64`` (the ``_int`` variants share the name)."""
+    if dtype not in HELPERS[name][2]:
+        raise ValueError(f"no {name} helper for {dtype}")
+    return f"{name.removesuffix('_int')}_{_SUFFIX[dtype]}"
+
+
+def helper_sources(body: str) -> list:
+    """Source text of the helpers ``body`` calls and of those they call, each once, callees first."""
+    order, seen = [], set()
+
+    def visit(name, dtype):
+        if (name, dtype) in seen:
+            return
+        seen.add((name, dtype))
+        template, calls, _ = HELPERS[name]
+        for callee in calls:
+            visit(callee, dtype)
+        order.append(template(dtype).replace("{S}", _SUFFIX[dtype]).replace("{F}", TL[dtype]).strip())
+
+    called = set(re.findall(r"\b(\w+)\(", body))
+    for name, (_, _, dtypes) in sorted(HELPERS.items()):
+        for dtype in dtypes:
+            if helper_name(name, dtype) in called:
+                visit(name, dtype)
+    return order

@@ -1,0 +1,108 @@
+"""Index expressions, built in sympy and printed into the kernel.
+
+A kernel walks its iteration space (the shape every output has) by one flat index ``xindex``. Dim
+``d`` of the space is ``x_d = ModularIndexing(xindex, prod(S[d+1:]), S[d])``; a tensor operand, its
+shape aligned to the right and broadcast (size-1 dims do not move), is read at
+``sum(x_d * stride_d)``. Sizes and strides are integers when the kernel is specialised and symbols
+(kernel arguments) when ``dynamic=True``; a size-1 dimension stays 1 in both (the 0/1 specialisation
+torch.compile also makes), so broadcasting is decided when the kernel is made.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+XINDEX = sympy.Symbol("xindex", integer=True, nonnegative=True)
+
+
+def size_symbol(d: int) -> sympy.Symbol:
+    return sympy.Symbol(f"ks{d}", integer=True, positive=True)
+
+
+def stride_symbol(tensor: int, d: int) -> sympy.Symbol:
+    return sympy.Symbol(f"in{tensor}_st{d}", integer=True)
+
+
+def dim_symbol(d: int) -> sympy.Symbol:
+    return sympy.Symbol(f"x{d}", integer=True, nonnegative=True)
+
+
+def product(values) -> sympy.Expr:
+    return sympy.Mul(*values) if values else sympy.Integer(1)
+
+
+def dim_index(sizes: tuple, d: int) -> sympy.Expr:
+    """``x_d`` in terms of ``xindex`` for an iteration space of ``sizes``."""
+    inner = product(sizes[d + 1:])
+    if d == 0:
+        return FloorDiv(XINDEX, inner) if inner != 1 else XINDEX
+    return ModularIndexing(XINDEX, inner, sizes[d])
+
+
+def contiguous_strides(sizes: tuple) -> tuple:
+    out, running = [], sympy.Integer(1)
+    for size in reversed(sizes):
+        out.append(running)
+        running = running * size
+    return tuple(reversed(out))
+
+
+def offset(sizes: tuple, shape: tuple, strides: tuple) -> sympy.Expr:
+    """Where a tensor of ``shape``/``strides`` (broadcast to ``sizes``) is read for ``xindex``:
+    ``xindex`` itself when the tensor is the iteration space laid out contiguously."""
+    if tuple(shape) == tuple(sizes) and all(sympy.expand(a - b) == 0 or size == 1
+                                            for a, b, size in zip(strides, contiguous_strides(sizes), sizes)):
+        return XINDEX
+    lead = len(sizes) - len(shape)
+    return sympy.Add(*[dim_symbol(j + lead) * stride for j, (size, stride) in enumerate(zip(shape, strides))
+                       if size != 1])
+
+
+def dense_strides(sizes: tuple, order: tuple) -> tuple:
+    """Strides of a dense tensor of ``sizes`` whose dims, innermost first, are ``order``."""
+    out, running = [None] * len(sizes), sympy.Integer(1)
+    for d in order:
+        out[d] = running
+        running = running * sizes[d]
+    return tuple(out)
+
+
+def stride_order(shape: tuple, strides: tuple) -> tuple:
+    """The dims of a dense tensor innermost first (ties, from size-1 dims, broken towards the last dim)."""
+    return tuple(sorted(range(len(shape)), key=lambda d: (strides[d], -d)))
+
+
+def fits_int32(numel: int, shape_strides) -> bool:
+    reach = max([numel] + [sum((s - 1) * abs(st) for s, st in zip(sh, sts)) for sh, sts in shape_strides])
+    return reach < 2 ** 31
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 2 ** math.ceil(math.log2(n))
+
+
+def pexpr(e: sympy.Expr) -> str:
+    """A sympy index expression as Triton (and Python) source: ``//`` and ``%`` only on non-negative
+    operands, where C's truncating forms and Python's flooring forms agree."""
+    if isinstance(e, sympy.Integer):
+        return str(int(e))
+    if isinstance(e, sympy.Symbol):
+        return e.name
+    if isinstance(e, FloorDiv):
+        return f"({pexpr(e.args[0])} // {pexpr(e.args[1])})"
+    if isinstance(e, ModularIndexing):
+        base, divisor, modulus = e.args
+        inner = pexpr(base) if divisor == 1 else f"({pexpr(base)} // {pexpr(divisor)})"
+        return f"({inner} % {pexpr(modulus)})"
+    if isinstance(e, sympy.Add):
+        terms = sorted(e.args, key=sympy.default_sort_key)
+        return "(" + " + ".join(pexpr(t) for t in terms) + ")"
+    if isinstance(e, sympy.Mul):
+        factors = sorted(e.args, key=sympy.default_sort_key)
+        return " * ".join(pexpr(f) if not isinstance(f, sympy.Add) else pexpr(f) for f in factors)
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return " * ".join([pexpr(e.base)] * int(e.exp))
+    raise ValueError(f"cannot print index expression {e!r}")

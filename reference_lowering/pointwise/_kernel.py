@@ -1,0 +1,313 @@
+"""Codegen of one kernel: a set of pointwise nodes over one iteration space -> Triton source.
+
+The body is straight-line code: one load per operand tensor, one statement per distinct expression
+(common subexpressions share a temporary), one store per output. Nothing is allocated inside; the
+caller gives the output buffers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+import torch.fx as fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from .._errors import LoweringError
+from . import _index as ix
+from ._helpers import helper_name, helper_sources
+from ._table import ALWAYS_BOOL, BOOL_TO_LONG, INT_TO_FLOAT, SELF, TRITON
+from ._types import TL, Value, arithmetic, check_dtype, constant, convert, register
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What eager produced at a node (or was given at an input): layout, dtype and device."""
+
+    shape: tuple
+    stride: tuple
+    dtype: torch.dtype
+    device: torch.device
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorInfo":
+        return TensorInfo(tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A runtime scalar argument of a dynamic kernel: ``kind`` "size" or "stride" of operand
+    ``tensor`` (an index into the kernel's inputs) at ``dim``."""
+
+    name: str
+    kind: str
+    tensor: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """What codegen made: the module text and everything a launcher needs to call it."""
+
+    name: str
+    source: str
+    n_inputs: int
+    sizes: tuple  # the iteration space: ints, or sympy symbols (ks<d>) when dynamic
+    numel: sympy.Expr
+    block: int
+    args: tuple  # Arg rows, in signature order after the pointers
+    outputs: tuple  # (sizes, strides as sympy of the ks symbols, dtype) per output
+    dynamic: bool = False
+    index_exprs: tuple = field(default=())  # every load/store offset, for the symbolic suite
+
+
+def schema_args(node: fx.Node) -> dict:
+    """The call's arguments by schema name, defaults filled in."""
+    schema = node.target._schema
+    out = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            out[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+    return out
+
+
+def unsupported_reason(node: fx.Node) -> str | None:
+    """Why ``node`` cannot go into a pointwise kernel, or None."""
+    if node.op != "call_function":
+        return f"op={node.op} (only call_function nodes can be fused)"
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return "not an ATen OpOverload"
+    if target._schema.is_mutable:
+        return "it mutates an operand (functionalize the graph first)"
+    row = TRITON.get(target)
+    if row is None:
+        if torch.Tag.pointwise in target.tags:
+            return "a pointwise op without a row in reference_lowering.pointwise.TRITON"
+        return "not a pointwise op (reductions, views and other ops stay outside kernels)"
+    if row.unsupported is not None:
+        why = row.unsupported(schema_args(node))
+        if why:
+            return why
+    return None
+
+
+class _Op:
+    """What a table row sees: converted operands by schema name, the raw arguments, constants and
+    helpers in the common dtype."""
+
+    def __init__(self, gen: "_Codegen", args: dict, operands: dict, dtype: torch.dtype, interpreter: bool):
+        self._gen, self._args, self._operands, self.dtype = gen, args, operands, dtype
+        self.is_float = dtype.is_floating_point
+        self.interpreter = interpreter  # compared with eager on CPU (else: compiled, on a GPU)
+
+    @property
+    def triton_type(self) -> str:
+        return TL[arithmetic(self.dtype)]
+
+    def name(self, expr: str) -> str:
+        """A temporary for ``expr``, so an expression used twice is computed once."""
+        return self._gen.name(expr)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_operands"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get(self, name):
+        return self._operands.get(name)
+
+    def arg(self, name, default=None):
+        value = self._args.get(name, default)
+        return default if value is None else value
+
+    def tensor(self, name) -> bool:
+        return isinstance(self._args.get(name), fx.Node)
+
+    def scalar(self, name):
+        value = self._args.get(name)
+        return None if isinstance(value, fx.Node) else value
+
+    def const(self, value) -> str:
+        return constant(value, self.dtype)
+
+    def helper(self, name: str) -> str:
+        return helper_name(name, arithmetic(self.dtype))
+
+
+class _Codegen:
+    def __init__(self):
+        self.lines, self.cse, self.count = [], {}, 0
+
+    def name(self, expr: str) -> str:
+        """A temporary holding ``expr`` (the same one for the same expression)."""
+        if expr.isidentifier():
+            return expr
+        if expr not in self.cse:
+            self.cse[expr] = f"tmp{self.count}"
+            self.count += 1
+            self.lines.append(f"{self.cse[expr]} = {expr}")
+        return self.cse[expr]
+
+    def value(self, v: Value) -> Value:
+        return Value(self.name(v.expr), v.held, v.dtype)
+
+
+def _common_dtype(row, kind, args: dict, info: dict) -> torch.dtype:
+    present = [args[n] for n in row.promote if args.get(n) is not None]
+    if kind == SELF:
+        return info[args["self"]].dtype
+    fakes = [torch.empty(info[a].shape, dtype=info[a].dtype, device="meta") if isinstance(a, fx.Node) else a
+             for a in present]
+    common, _ = elementwise_dtypes(*fakes, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH)
+    if kind == INT_TO_FLOAT and not common.is_floating_point:
+        common = torch.get_default_dtype()
+    if kind == BOOL_TO_LONG and common == torch.bool:
+        common = torch.int64
+    return common
+
+
+def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: bool = False,
+             interpreter: bool = True) -> KernelSource:
+    """The kernel computing ``outputs`` (nodes among ``nodes``, all of one shape) from ``inputs``.
+
+    ``nodes`` are pointwise call_function nodes in topological order; ``inputs`` the tensor nodes they
+    read that are not among them; ``info`` maps every node to its TensorInfo.
+    """
+    shape = info[outputs[0]].shape
+    for out in outputs:
+        if info[out].shape != shape:
+            raise LoweringError(f"outputs %{outputs[0].name} shape={list(shape)} and %{out.name} "
+                                f"shape={list(info[out].shape)}, but a kernel has one iteration space")
+    for node in [*inputs, *outputs]:
+        check_dtype(info[node].dtype, f"at %{node.name}")
+    rank = len(shape)
+    sizes = tuple(ix.size_symbol(d) if dynamic and shape[d] != 1 else sympy.Integer(shape[d]) for d in range(rank))
+    numel = ix.product(sizes)
+    args = [Arg(f"ks{d}", "size", *_size_source(inputs, info, shape, d)) for d in range(rank)
+            if dynamic and shape[d] != 1]
+    gen = _Codegen()
+    env, index_exprs = {}, []
+
+    for i, node in enumerate(inputs):
+        t = info[node]
+        strides = tuple(ix.stride_symbol(i, j) if dynamic and t.shape[j] != 1 else sympy.Integer(t.stride[j])
+                        for j in range(len(t.shape)))
+        args += [Arg(f"in{i}_st{j}", "stride", i, j) for j in range(len(t.shape)) if dynamic and t.shape[j] != 1]
+        in_shape = tuple(sizes[j + rank - len(t.shape)] if t.shape[j] != 1 else 1 for j in range(len(t.shape)))
+        off = ix.offset(sizes, in_shape, strides)
+        index_exprs.append(off)
+        if off.is_Integer:  # a broadcast scalar: one unmasked load, then a block of it
+            loaded = gen.name(f"tl.load(in_ptr{i} + {ix.pexpr(off)})")
+            loaded = gen.name(f"tl.broadcast_to({loaded}, [XBLOCK])")
+        else:
+            loaded = gen.name(f"tl.load(in_ptr{i} + {_paren(off)}, xmask)")
+        if t.dtype == torch.bfloat16:
+            env[node] = Value(gen.name(f"bf16_widen_f32({loaded})"), torch.float32, t.dtype)
+        elif t.dtype == torch.float16:
+            env[node] = Value(gen.name(f"{loaded}.to(tl.float32)"), torch.float32, t.dtype)
+        else:
+            env[node] = Value(loaded, t.dtype, t.dtype)
+
+    for node in nodes:
+        env[node] = _emit(gen, node, env, info, interpreter)
+
+    out_specs, stores = [], []
+    for j, node in enumerate(outputs):
+        t = info[node]
+        if dynamic:
+            order = ix.stride_order(t.shape, t.stride)
+            strides = ix.dense_strides(sizes, order)
+        else:
+            strides = tuple(sympy.Integer(s) for s in t.stride)
+        out_specs.append((sizes, strides, t.dtype))
+        off = ix.offset(sizes, tuple(sizes), strides)
+        index_exprs.append(off)
+        v = env[node]
+        stored = v.expr if v.held == register(t.dtype) else f"{v.expr}.to({TL[register(t.dtype)]})"
+        if t.dtype == torch.float16:
+            stored = f"{v.expr}.to(tl.float16)"
+        elif t.dtype == torch.bfloat16:
+            stored = f"bf16_narrow_f32({v.expr})"
+        stores.append(f"tl.store(out_ptr{j} + {_paren(off)}, {stored}, xmask)")
+
+    used_dims = sorted({int(s.name[1:]) for e in index_exprs for s in e.free_symbols
+                        if s.name.startswith("x") and s.name[1:].isdigit()})
+    wide = dynamic or not ix.fits_int32(int(numel), [(info[n].shape, info[n].stride) for n in [*inputs, *outputs]])
+    block = _block(int(numel) if not dynamic else None, interpreter)
+    head = ["xoffset = tl.program_id(0).to(tl.int64) * XBLOCK" if wide else "xoffset = tl.program_id(0) * XBLOCK",
+            "xindex = xoffset + tl.arange(0, XBLOCK)",
+            f"xmask = xindex < {'xnumel' if dynamic else ix.pexpr(numel)}"]
+    head += [f"x{d} = {ix.pexpr(ix.dim_index(sizes, d))}" for d in used_dims]
+    params = [f"in_ptr{i}" for i in range(len(inputs))] + [f"out_ptr{j}" for j in range(len(outputs))]
+    params += [a.name for a in args] + (["xnumel"] if dynamic else []) + ["XBLOCK: tl.constexpr"]
+    body = "\n".join("    " + line for line in [*head, *gen.lines, *stores])
+    helpers = helper_sources(body)
+    digest = hashlib.sha1(("\n".join(params) + body + "\n".join(helpers)).encode()).hexdigest()
+    name = f"pointwise_{digest[:12]}"
+    source = "\n\n\n".join(["import triton\nimport triton.language as tl", *helpers,
+                            f"@triton.jit\ndef {name}({', '.join(params)}):\n{body}"]) + "\n"
+    return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=sizes, numel=numel, block=block,
+                        args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, index_exprs=tuple(index_exprs))
+
+
+def _paren(e: sympy.Expr) -> str:
+    text = ix.pexpr(e)
+    return text if text.isidentifier() or text.startswith("(") and text.endswith(")") else f"({text})"
+
+
+def _size_source(inputs, info, shape, d) -> tuple:
+    """An input (and its dim) whose size at iteration dim ``d`` is that dim's size at run time."""
+    for i, node in enumerate(inputs):
+        t = info[node]
+        j = d - (len(shape) - len(t.shape))
+        if j >= 0 and t.shape[j] == shape[d]:
+            return i, j
+    raise LoweringError(f"no input of the kernel has the iteration size {shape[d]} at dim {d}")
+
+
+def _block(numel, interpreter: bool) -> int:
+    # The interpreter pays ~1.6 ms per program instance, so it gets few, wide programs; compiled
+    # code gets 1024-wide programs (small tensors: one program just covering them).
+    cap = 65536 if interpreter else 1024
+    if numel is None:
+        return 1024
+    return max(16, min(cap, ix.next_power_of_2(numel)))
+
+
+def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict, interpreter: bool) -> Value:
+    row = TRITON[node.target]
+    args = schema_args(node)
+    kind = row.kind(args) if callable(row.kind) else row.kind
+    common = _common_dtype(row, kind, args, info)
+    expected = torch.bool if kind == ALWAYS_BOOL else common
+    result = info[node].dtype
+    if kind != SELF and expected != result:
+        raise LoweringError(f"type promotion of %{node.name} ({node.target}) gave {expected}, but eager gives "
+                            f"{result} [reference_lowering.pointwise.TRITON]")
+    operands = {}
+    for name in row.promote:
+        a = args.get(name)
+        if a is None:
+            continue
+        if isinstance(a, fx.Node):
+            operands[name] = gen.value(convert(env[a], common, arith=True)).expr
+        else:
+            operands[name] = constant(a, common)
+    for name in row.masks:
+        operands[name] = gen.value(convert(env[args[name]], torch.bool)).expr
+    try:
+        expr = row.emit(_Op(gen, args, operands, common, interpreter))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LoweringError(f"%{node.name} ({node.target}) cannot be lowered: {exc}") from None
+    # A predicate is a bool; bool arithmetic is int8 (True + True == 2) until converted to the result.
+    held = torch.bool if row.returns == "bool" else arithmetic(common)
+    raw = Value(gen.name(expr), held, held)
+    return gen.value(convert(raw, result))
