@@ -92,17 +92,23 @@ def pexpr(e: sympy.Expr) -> str:
     if isinstance(e, sympy.Symbol):
         return e.name
     if isinstance(e, FloorDiv):
-        return f"({pexpr(e.args[0])} // {pexpr(e.args[1])})"
+        return f"({_operand(e.args[0])} // {_operand(e.args[1])})"
     if isinstance(e, ModularIndexing):
         base, divisor, modulus = e.args
-        inner = pexpr(base) if divisor == 1 else f"({pexpr(base)} // {pexpr(divisor)})"
-        return f"({inner} % {pexpr(modulus)})"
+        inner = _operand(base) if divisor == 1 else f"({_operand(base)} // {_operand(divisor)})"
+        return f"({inner} % {_operand(modulus)})"
     if isinstance(e, sympy.Add):
         terms = sorted(e.args, key=sympy.default_sort_key)
         return "(" + " + ".join(pexpr(t) for t in terms) + ")"
     if isinstance(e, sympy.Mul):
-        factors = sorted(e.args, key=sympy.default_sort_key)
-        return " * ".join(pexpr(f) if not isinstance(f, sympy.Add) else pexpr(f) for f in factors)
+        return " * ".join(_operand(f) for f in sorted(e.args, key=sympy.default_sort_key))
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-        return " * ".join([pexpr(e.base)] * int(e.exp))
+        return " * ".join([_operand(e.base)] * int(e.exp))
     raise ValueError(f"cannot print index expression {e!r}")
+
+
+def _operand(e: sympy.Expr) -> str:
+    """``e`` printed to be an operand of ``*``, ``//`` or ``%`` (products and powers parenthesised:
+    ``x // (a * b)``, never ``x // a * b``)."""
+    text = pexpr(e)
+    return f"({text})" if isinstance(e, (sympy.Mul, sympy.Pow)) and not e.is_Integer else text

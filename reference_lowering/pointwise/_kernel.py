@@ -191,6 +191,8 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     rank = len(shape)
     sizes = tuple(ix.size_symbol(d) if dynamic and shape[d] != 1 else sympy.Integer(shape[d]) for d in range(rank))
     numel = ix.product(sizes)
+    if numel == 0:  # never launched; index as if the empty dims had one element
+        sizes = tuple(sympy.Integer(max(1, int(s))) for s in sizes)
     args = [Arg(f"ks{d}", "size", *_size_source(inputs, info, shape, d)) for d in range(rank)
             if dynamic and shape[d] != 1]
     gen = _Codegen()
@@ -227,7 +229,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
             strides = ix.dense_strides(sizes, order)
         else:
             strides = tuple(sympy.Integer(s) for s in t.stride)
-        out_specs.append((sizes, strides, t.dtype))
+        out_specs.append((tuple(t.shape) if numel == 0 else sizes, strides, t.dtype))
         off = ix.offset(sizes, tuple(sizes), strides)
         index_exprs.append(off)
         v = env[node]
@@ -254,7 +256,8 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     name = f"pointwise_{digest[:12]}"
     source = "\n\n\n".join(["import triton\nimport triton.language as tl", *helpers,
                             f"@triton.jit\ndef {name}({', '.join(params)}):\n{body}"]) + "\n"
-    return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=sizes, numel=numel, block=block,
+    return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=tuple(shape) if numel == 0 else sizes,
+                        numel=numel, block=block,
                         args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, index_exprs=tuple(index_exprs))
 
 

@@ -53,19 +53,19 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
     if len(example_inputs) != len(placeholders):
         raise LoweringError(f"example_inputs has {len(example_inputs)} values, but the graph has "
                             f"{len(placeholders)} placeholders")
-    info = run_for_info(gm, example_inputs)
-    regions = _regions(gm, info)
-    return _Rewriter(gm, info, regions, dynamic).run()
+    at_use: dict = {}
+    info = run_for_info(gm, example_inputs, at_use)
+    regions = _regions(gm, info, at_use)
+    return _Rewriter(gm, info, at_use, regions, dynamic).run()
 
 
 # --- regions ------------------------------------------------------------------------------------
 
 
-def _lowerable(node: fx.Node, info: dict) -> bool:
+def _lowerable(node: fx.Node, info: dict, at_use: dict) -> bool:
     if unsupported_reason(node) is not None or not isinstance(info.get(node), TensorInfo):
         return False
-    tensors = [a for a in node.all_input_nodes if isinstance(info.get(a), TensorInfo)]
-    return all(info[a].device == info[node].device for a in tensors)
+    return all(at_use[(a, node)].device == info[node].device for a in node.all_input_nodes if (a, node) in at_use)
 
 
 def _side_effect(node: fx.Node) -> bool:
@@ -78,7 +78,7 @@ def _side_effect(node: fx.Node) -> bool:
     return True
 
 
-def _regions(gm: fx.GraphModule, info: dict) -> list:
+def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
     """Lists of nodes, one per kernel, each in graph order."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
@@ -92,7 +92,7 @@ def _regions(gm: fx.GraphModule, info: dict) -> list:
         if _side_effect(node):
             segment += 1
         segment_of[node] = segment
-        if not _lowerable(node, info):
+        if not _lowerable(node, info, at_use):
             continue
         candidates = sorted({region_of[a] for a in node.all_input_nodes
                              if a in region_of and info[a].shape == info[node].shape
@@ -140,8 +140,8 @@ def _convex(group: list, ancestors: dict, pos: dict, nodes: list) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, gm, info, regions, dynamic):
-        self.gm, self.info, self.regions, self.dynamic = gm, info, regions, dynamic
+    def __init__(self, gm, info, at_use, regions, dynamic):
+        self.gm, self.info, self.at_use, self.regions, self.dynamic = gm, info, at_use, regions, dynamic
         self.graph = fx.Graph()
         self.env: dict = {}
         self.kernels: list = []
@@ -207,11 +207,24 @@ class _Rewriter:
 
     def _kernel(self, region: list) -> None:
         inside = set(region)
-        inputs = list(dict.fromkeys(a for m in region for a in m.all_input_nodes
-                                    if a not in inside and isinstance(self.info.get(a), TensorInfo)))
+        reads = {}  # each operand from outside, as the region's first reader sees it
+        for m in region:
+            for a in m.all_input_nodes:
+                if a not in inside and (a, m) in self.at_use:
+                    reads.setdefault(a, self.at_use[(a, m)])
+        inputs = list(reads)
         outputs = [m for m in region if any(u not in inside for u in m.users)]
+        if not outputs:  # a dead region: pure, so nothing to launch
+            return
         device = self.info[region[0]].device
-        code = generate(region, inputs, outputs, self.info, dynamic=self.dynamic, interpreter=device.type == "cpu")
+        if not self.dynamic and self.info[outputs[0]].shape.count(0):  # nothing to compute: buffers only
+            for node in outputs:
+                t = self.info[node]
+                self.env[node] = self.graph.call_function(aten.empty_strided.default, (list(t.shape), list(t.stride)),
+                                                          {"dtype": t.dtype, "device": device})
+            return
+        code = generate(region, inputs, outputs, {**self.info, **reads}, dynamic=self.dynamic,
+                        interpreter=device.type == "cpu")
         kernel = make_kernel(code, device)
         self.kernels.append(kernel)
         g = self.graph

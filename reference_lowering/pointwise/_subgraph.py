@@ -186,11 +186,19 @@ def node_info(gm: fx.GraphModule, example_inputs) -> dict:
     return run_for_info(gm, example_inputs)
 
 
-def run_for_info(gm: fx.GraphModule, example_inputs: tuple) -> dict:
+def run_for_info(gm: fx.GraphModule, example_inputs: tuple, at_use: dict | None = None) -> dict:
+    """TensorInfo of each tensor-valued node when it is made; with ``at_use``, also of each tensor
+    operand when a node reads it (``at_use[(operand, reader)]``): a metadata mutation (``t_``,
+    ``squeeze_``, ...) in between changes what the reader sees."""
     info = {}
 
     class Recorder(fx.Interpreter):
         def run_node(self, n):
+            if at_use is not None:
+                for a in n.all_input_nodes:
+                    value = self.env.get(a)
+                    if isinstance(value, torch.Tensor):
+                        at_use[(a, n)] = TensorInfo.of(value)
             out = super().run_node(n)
             if isinstance(out, torch.Tensor):
                 info[n] = TensorInfo.of(out)
