@@ -1,8 +1,8 @@
 """``lower_pointwise``: every maximal pointwise region of a graph becomes one kernel, and the graph is
 rewritten to allocate the region's outputs and launch the kernel (the FX wrapper codegen seed).
 
-Regions: a pointwise node joins the regions of its pointwise operands of the same shape (its
-iteration space) when the merged region stays convex (no path leaves it and comes back), and never
+Regions: a pointwise node joins the regions of its pointwise operands, and of the other readers of
+its operands, of the same shape (its iteration space) when the merged region stays convex (no path leaves it and comes back), and never
 across a node with side effects (a write, a grad-mode switch, an unknown call), which keeps every
 read on the same side of every write. The rewritten graph is ordered by a topological sort of
 regions and single nodes, in the original order where dependencies allow.
@@ -94,7 +94,9 @@ def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
         segment_of[node] = segment
         if not _lowerable(node, info, at_use):
             continue
-        candidates = sorted({region_of[a] for a in node.all_input_nodes
+        # producers (vertical fusion) and other readers of the same operands (horizontal: one load)
+        near = [*node.all_input_nodes, *(u for a in node.all_input_nodes for u in a.users if u in region_of)]
+        candidates = sorted({region_of[a] for a in near
                              if a in region_of and info[a].shape == info[node].shape
                              and info[a].device == info[node].device and segment_of[a] == segment})
         chosen = None

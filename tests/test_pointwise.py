@@ -1,0 +1,277 @@
+"""reference_lowering.pointwise: regions, the wrapper graph, dtypes, dynamic sizes, strict subgraph
+lowering and its errors, and the pointwise-kernels-only contract."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+import torch.fx as fx
+
+from conformance import check
+from conformance.contracts import CONTRACTS, ContractContext
+from reference_lowering import LoweringError
+from reference_lowering.pointwise import PointwiseKernel, lower_pointwise, lower_pointwise_subgraph
+from reference_lowering.pointwise import _runtime
+from reference_lowering.symbolic import replace_floor_div
+from tests.graphs import build
+
+aten = torch.ops.aten
+WRAPPER = "triton_kernel_wrapper_mutation"
+
+
+def launches(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function" and getattr(n.target, "__name__", "") == WRAPPER)
+
+
+def aten_targets(gm) -> list:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and n.target not in (aten.empty_strided.default, aten.sym_size.int, aten.sym_stride.int)]
+
+
+def lower(gm, sample_inputs):
+    return lower_pointwise(gm, sample_inputs)
+
+
+def assert_lowering_ok(gm, inputs, **kw):
+    verdict = check(lower, gm, inputs, ensure=["pointwise-kernels-only"], **kw)
+    assert verdict.ok, "\n".join(v.message for v in verdict.violations)
+
+
+# --- regions --------------------------------------------------------------------------------------
+
+
+def _chain(n):
+    def body(g, c, x):
+        ops = [aten.sin.default, aten.exp.default, aten.neg.default, aten.relu.default, aten.sigmoid.default,
+               aten.abs.default, aten.cos.default, aten.tanh.default]
+        v = x
+        for i in range(n):
+            v = c(ops[i % len(ops)], v)
+        return [v]
+    return body
+
+
+def test_a_chain_of_pointwise_ops_is_one_kernel():
+    gm = build(1, _chain(8))
+    x = torch.randn(5, 7)
+    lowered = lower_pointwise(gm, (x,))
+    assert launches(lowered) == 1 and aten_targets(lowered) == []
+    torch.testing.assert_close(lowered(x)[0], gm(x)[0])
+    assert_lowering_ok(gm, (x,))
+
+
+def test_two_outputs_of_one_region_come_from_one_kernel():
+    gm = build(2, lambda g, c, x, y: [c(aten.add.Tensor, x, y), c(aten.mul.Tensor, x, y)])
+    lowered = lower_pointwise(gm, (torch.randn(4), torch.randn(4)))
+    assert launches(lowered) == 1
+    assert len(lowered.meta["pointwise_kernels"][0].code.outputs) == 2
+
+
+def test_a_reduction_splits_regions_and_stays_aten():
+    gm = build(1, lambda g, c, x: [c(aten.exp.default, c(aten.sum.dim_IntList, c(aten.neg.default, x), [1], True))])
+    x = torch.randn(3, 4)
+    lowered = lower_pointwise(gm, (x,))
+    assert launches(lowered) == 2 and aten_targets(lowered) == [aten.sum.dim_IntList]
+    assert_lowering_ok(gm, (x,))
+
+
+def test_a_region_never_wraps_around_a_node_outside_it():
+    # b = a * sum(a): joining b to a's region would need sum(a) inside the kernel that makes a
+    def body(g, c, x):
+        a = c(aten.exp.default, x)
+        s = c(aten.sum.dim_IntList, a, [1], True)
+        return [c(aten.mul.Tensor, a, c(aten.expand.default, s, [3, 4]))]
+
+    gm = build(1, body)
+    x = torch.randn(3, 4)
+    lowered = lower_pointwise(gm, (x,))
+    assert launches(lowered) == 2
+    assert_lowering_ok(gm, (x,))
+
+
+def test_a_broadcast_producer_of_another_shape_is_its_own_kernel():
+    gm = build(2, lambda g, c, x, b: [c(aten.add.Tensor, x, c(aten.exp.default, b))])
+    x, b = torch.randn(3, 4), torch.randn(4)
+    lowered = lower_pointwise(gm, (x, b))
+    assert launches(lowered) == 2
+    assert_lowering_ok(gm, (x, b))
+
+
+def test_reads_and_writes_keep_their_order_across_an_in_place_op():
+    def body(g, c, x):
+        before = c(aten.mul.Tensor, x, 2)
+        c(aten.add_.Tensor, x, 1)
+        after = c(aten.mul.Tensor, x, 2)
+        return [c(aten.sub.Tensor, after, before)]
+
+    gm = build(1, body)
+    assert_lowering_ok(gm, (torch.randn(4),), properties=["values", "mutations"])
+
+
+def test_a_dead_pointwise_node_is_dropped():
+    gm = build(1, lambda g, c, x: (c(aten.exp.default, x), [x])[1])
+    assert launches(lower_pointwise(gm, (torch.randn(2),))) == 0
+
+
+def test_zero_size_outputs_are_allocated_and_never_launched():
+    gm = build(1, lambda g, c, x: [c(aten.exp.default, x)])
+    x = torch.randn(0, 3)
+    lowered = lower_pointwise(gm, (x,))
+    assert launches(lowered) == 0
+    assert lowered(x)[0].shape == (0, 3)
+
+
+def test_outputs_get_eager_strides_from_a_transposed_input():
+    gm = build(1, lambda g, c, x: [c(aten.exp.default, x)])
+    x = torch.randn(4, 6).t()
+    out = lower_pointwise(gm, (x,))(x)[0]
+    assert out.stride() == gm(x)[0].stride() == (1, 6)
+
+
+def test_lowering_twice_gives_the_same_code_and_the_caller_graph_is_untouched():
+    gm = build(2, lambda g, c, x, y: [c(aten.add.Tensor, c(aten.exp.default, x), y)])
+    before = gm.code
+    inputs = (torch.randn(3), torch.randn(3))
+    assert lower_pointwise(gm, inputs).code == lower_pointwise(gm, inputs).code
+    assert gm.code == before
+
+
+# --- dtypes -----------------------------------------------------------------------------------------
+
+
+def test_narrow_floats_round_after_every_op_like_eager():
+    # x + y - x in f16: eager rounds x + y to f16 first, so the result is not y
+    gm = build(2, lambda g, c, x, y: [c(aten.sub.Tensor, c(aten.add.Tensor, x, y), x)])
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.full((8,), 1000.0, dtype=dtype)
+        y = torch.linspace(0.01, 0.9, 8, dtype=dtype)
+        got, want = lower_pointwise(gm, (x, y))(x, y)[0], gm(x, y)[0]
+        assert torch.equal(got, want), (dtype, got, want)
+        assert not torch.equal(want, y)
+
+
+def test_bf16_conversions_are_exact_under_the_interpreter():
+    # the interpreter's own f32 -> bf16 truncates and its bf16 -> f32 flushes subnormals
+    gm = build(1, lambda g, c, x: [c(aten.mul.Tensor, x, 1e20), c(aten.log.default, x)])
+    x = torch.tensor([1e-7, 9.18e-41, 3.3, 1e-38], dtype=torch.bfloat16)
+    for got, want in zip(lower_pointwise(gm, (x,))(x), gm(x)):
+        assert torch.equal(got, want), (got, want)
+
+
+def test_integer_division_and_remainder_follow_python():
+    gm = build(2, lambda g, c, a, b: [c(aten.floor_divide.default, a, b), c(aten.remainder.Tensor, a, b),
+                                      g.call_function(aten.div.Tensor_mode, (a, b), {"rounding_mode": "trunc"}),
+                                      c(aten.fmod.Tensor, a, b)])
+    a = torch.tensor([7, -7, 7, -7, 0], dtype=torch.int32)
+    b = torch.tensor([2, 2, -2, -2, 3], dtype=torch.int32)
+    for got, want in zip(lower_pointwise(gm, (a, b))(a, b), gm(a, b)):
+        assert torch.equal(got, want), (got, want)
+
+
+def test_python_scalars_and_mixed_dtypes_promote_like_torch():
+    gm = build(3, lambda g, c, i, f, h: [c(aten.add.Tensor, i, 2.5), c(aten.mul.Tensor, h, i), c(aten.div.Tensor, i, i),
+                                         c(aten.gt.Tensor, h, f), c(aten.add.Tensor, f, True)])
+    inputs = (torch.tensor([1, -3, 4]), torch.tensor(0.25), torch.tensor([0.5, 2.0, -1.0], dtype=torch.float16))
+    outs, want = lower_pointwise(gm, inputs)(*inputs), gm(*inputs)
+    assert [o.dtype for o in outs] == [w.dtype for w in want]
+    for got, w in zip(outs, want):
+        torch.testing.assert_close(got, w)
+
+
+# --- dynamic sizes -----------------------------------------------------------------------------------
+
+
+def test_dynamic_lowering_takes_sizes_from_the_inputs_and_launches_a_floor_div_grid():
+    gm = build(2, lambda g, c, x, b: [c(aten.relu.default, c(aten.add.Tensor, x, b))])
+    lowered = lower_pointwise(gm, (torch.randn(3, 5), torch.randn(5)), dynamic=True)
+    kernel = lowered.meta["pointwise_kernels"][0]
+    assert "ks0" in kernel.source and "xnumel" in kernel.source
+    assert kernel.grid == replace_floor_div(sympy.floor((sympy.Symbol("xnumel", integer=True, nonnegative=True)
+                                                        + kernel.code.block - 1) / kernel.code.block))
+    count = len(_runtime._FUNCTIONS)
+    for shape in [(1 + 6, 9), (40, 33), (2, 2000)]:
+        x, b = torch.randn(shape), torch.randn(shape[1])
+        torch.testing.assert_close(lowered(x, b)[0], gm(x, b)[0])
+        x = torch.randn(shape[::-1]).t()  # the same stride order is not required of inputs
+        torch.testing.assert_close(lowered(x, b)[0], gm(x, b)[0])
+    assert len(_runtime._FUNCTIONS) == count
+
+
+def test_a_dynamic_graph_skips_the_launch_at_size_zero():
+    gm = build(1, lambda g, c, x: [c(aten.exp.default, x)])
+    lowered = lower_pointwise(gm, (torch.randn(3, 4),), dynamic=True)
+    assert lowered(torch.randn(0, 4))[0].shape == (0, 4)
+
+
+# --- strict subgraph lowering ----------------------------------------------------------------------
+
+
+def test_lower_pointwise_subgraph_returns_source_and_a_launcher():
+    gm = build(2, lambda g, c, x, y: [c(aten.maximum.default, x, y), c(aten.minimum.default, x, y)])
+    x, y = torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([2.0, 0.0, float("nan")])
+    kernel = lower_pointwise_subgraph(gm, (x, y))
+    assert isinstance(kernel, PointwiseKernel) and kernel.mode == "interpreter"
+    assert f"def {kernel.name}(" in kernel.source and "@triton.jit" in kernel.source
+    for got, want in zip(kernel(x, y), gm(x, y)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("make,reason", [
+    (lambda g, c, x: [c(aten.sum.default, x)], "not a pointwise op"),
+    (lambda g, c, x: [c(aten.add_.Tensor, x, 1)], "mutates an operand"),
+    (lambda g, c, x: [c(aten.view.default, x, [-1])], "not a pointwise op"),
+    (lambda g, c, x: [c(aten.sinh.default, x)], "pointwise op without a row"),
+])
+def test_lower_pointwise_subgraph_names_the_node_it_cannot_lower(make, reason):
+    gm = build(1, make)
+    with pytest.raises(LoweringError) as info:
+        lower_pointwise_subgraph(gm, (torch.randn(2, 2),))
+    node = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert f"%{node.name}" in str(info.value) and str(node.target) in str(info.value) and reason in str(info.value)
+
+
+def test_lower_pointwise_subgraph_refuses_outputs_of_two_shapes():
+    gm = build(2, lambda g, c, x, y: [c(aten.exp.default, x), c(aten.exp.default, y)])
+    with pytest.raises(LoweringError, match="one iteration space"):
+        lower_pointwise_subgraph(gm, (torch.randn(2), torch.randn(3)))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: lower_pointwise("not a graph", ()), "should be a torch.fx.GraphModule"),
+    (lambda: lower_pointwise(build(1, lambda g, c, x: [x]), None), "needs the inputs' layouts"),
+    (lambda: lower_pointwise(build(1, lambda g, c, x: [x]), (1, 2)), "2 values, but the graph has 1"),
+    (lambda: lower_pointwise_subgraph(build(1, lambda g, c, x: [c(aten.exp.default, x)])), "no meta['val']"),
+    (lambda: lower_pointwise(build(1, lambda g, c, x: [c(aten.view.default, x, [5])]), (torch.randn(3),)),
+     "does not run on example_inputs"),
+])
+def test_bad_input_gives_a_lowering_error(call, message):
+    with pytest.raises(LoweringError, match=message.replace("[", r"\[").replace("]", r"\]").replace("'", "'")):
+        call()
+
+
+# --- the contract ------------------------------------------------------------------------------------
+
+
+def _contract(before, after, inputs):
+    return CONTRACTS["pointwise-kernels-only"].check(ContractContext(before, after, inputs, after(*inputs)))
+
+
+def test_the_contract_flags_a_pointwise_op_left_outside_a_kernel():
+    gm = build(1, lambda g, c, x: [c(aten.sum.default, c(aten.exp.default, x))])
+    x = (torch.randn(3),)
+    errors = _contract(gm, gm, x)
+    assert len(errors) == 1 and "aten.exp.default" in errors[0]
+    assert _contract(gm, lower_pointwise(gm, x), x) == []
+    assert not check(lambda g: g, gm, x, ensure=["pointwise-kernels-only"]).ok
+
+
+def test_a_planted_broadcasting_bug_is_caught(monkeypatch):
+    from reference_lowering.pointwise import _index
+
+    real = _index.offset
+    monkeypatch.setattr(_index, "offset", lambda sizes, shape, strides: _index.XINDEX if len(shape) < len(sizes)
+                        else real(sizes, shape, strides))
+    gm = build(2, lambda g, c, x, b: [c(aten.add.Tensor, x, b)])
+    verdict = check(lower, gm, (torch.randn(3, 4), torch.randn(4)), properties=["values"])
+    assert not verdict.ok and verdict.violations[0].property == "values"
