@@ -5,6 +5,9 @@
 - The index and launch-grid forms a pointwise lowering emits: a flat index decomposed with
   FloorDiv/ModularIndexing recomposes through the plain stride formula, and a 1-D grid of
   ``CeilDiv(numel, BLOCK)`` programs covers every element exactly once.
+- What ``reference_lowering.pointwise`` emitted for drawn graphs, static and dynamic: its grids
+  (``replace_floor_div`` applied) cover every element with no idle program; the printed index text
+  is the sympy expression it came from; every load and store stays inside its tensor.
 - torch.utils._sympy's own simplifications, a third party: what ``FloorDiv``, ``CeilDiv``,
   ``CleanDiv``, ``ModularIndexing`` and ``PythonMod`` evaluate to on drawn arguments is proved
   equal to the definitional meaning (the inert forms). Each unsound rule is a strict xfail whose
@@ -23,8 +26,10 @@ from hypothesis import strategies as st
 from torch.utils._sympy import functions as tf
 
 from conformance.symbolic import INERT, prove_equal, prove_implies
+from reference_lowering.pointwise import _index as ix
+from reference_lowering.pointwise import lower_pointwise
 from reference_lowering.symbolic import replace_floor_div
-from strategies import index_expressions
+from strategies import OPS, graphs, index_expressions
 
 pytestmark = pytest.mark.conformance
 
@@ -96,6 +101,76 @@ def test_launch_grid_covers_every_element_exactly_once(block):
     _proved(pid * block + j, x)  # one (program, lane) per element: the pair is x's quotient and remainder
     last_block_used = sympy.And((grid - 1) * block < numel, grid * block >= numel)
     assert prove_implies(sympy.true, last_block_used, timeout_ms=TIMEOUT_MS).verdict == "proved"
+
+
+# --- what reference_lowering.pointwise actually emitted -----------------------------------------------
+
+POINTWISE_ROWS = [row for row in OPS if row.category == "pointwise"]
+
+
+def _parse_printed(text: str, symbols: dict) -> sympy.Expr:
+    """Kernel index text back to sympy: ``//`` is floor division, ``%`` Python's modulo (the printer
+    uses them only on non-negative operands, where C's and Python's forms agree)."""
+    return eval(text, {"__builtins__": {}}, symbols)  # noqa: S307 - text the lowering itself printed
+
+
+@given(graphs(ops=POINTWISE_ROWS, constants=False, max_nodes=4, max_inputs=3), st.booleans())
+def test_lowered_kernels_index_in_bounds_and_launch_enough_programs(case, dynamic):
+    """For every kernel lower_pointwise made for a drawn graph: see ``_check_kernel``."""
+    for kernel in lower_pointwise(case.gm, case.example_inputs, dynamic=dynamic).meta["pointwise_kernels"]:
+        _check_kernel(kernel)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((3, 1, 5), (3, 4, 1)), ((2, 3, 4, 5), (3, 1, 1))])
+def test_lowered_kernels_of_higher_rank_index_in_bounds(shapes, dynamic):
+    """Ranks 3 and 4, where dynamic divisors are products of sizes (``x // (ks1 * ks2)``)."""
+    import torch.fx as fx
+
+    g = fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    g.output((g.call_function(torch.ops.aten.mul.Tensor, (g.call_function(torch.ops.aten.exp.default, (x,)), y)),))
+    inputs = tuple(torch.randn(s) for s in shapes)
+    for kernel in lower_pointwise(fx.GraphModule(torch.nn.Module(), g), inputs, dynamic=dynamic).meta["pointwise_kernels"]:
+        _check_kernel(kernel)
+
+
+def _check_kernel(kernel):
+    """The grid expression (rewritten by replace_floor_div) covers the elements with no idle program;
+    each printed dim coordinate is the sympy one and in range; every load and store offset stays inside
+    its tensor's extent, for all sizes and strides (dynamic) or the specialised ones."""
+    code = kernel.code
+    n = sympy.Symbol("xnumel", integer=True, nonnegative=True) if code.dynamic else code.numel
+    grid, block = kernel.grid, code.block
+    assert not grid.has(sympy.floor)
+    covers = sympy.And(grid * block >= n, (grid - 1) * block < n)
+    result = prove_implies(n >= 1, covers, timeout_ms=TIMEOUT_MS)
+    assert result.verdict == "proved", f"grid {grid} for {n} elements: {result}"
+    xindex = ix.XINDEX
+    in_range = xindex < code.numel
+    symbols = {str(s): s for s in code.numel.free_symbols | {xindex}}
+    printed = 0
+    for line in kernel.source.splitlines():
+        name, _, text = line.strip().partition(" = ")
+        if not (name.startswith("x") and name[1:].isdigit()):
+            continue
+        d = int(name[1:])
+        emitted = ix.dim_index(code.sizes, d)
+        _proved(_parse_printed(text, symbols), emitted, assumptions=[in_range])
+        result = prove_implies(in_range, sympy.And(emitted >= 0, emitted < code.sizes[d]), timeout_ms=TIMEOUT_MS)
+        assert result.verdict == "proved", f"{name} = {text}: {result}"
+        printed += 1
+    dims = {ix.dim_symbol(d): ix.dim_index(code.sizes, d) for d in range(len(code.sizes))}
+    used = {s for _, offset, _, _ in code.accesses for s in offset.free_symbols if s in dims}
+    assert printed == len(used), f"{printed} dims printed, {len(used)} used"
+    # With every coordinate in range (proved above, or xindex itself for a contiguous access):
+    for kind, offset, sizes, strides in code.accesses:
+        free = [s for s in strides if isinstance(s, sympy.Symbol)]
+        extent = sum((size - 1) * stride for size, stride in zip(sizes, strides) if size != 1)
+        ranges = [sympy.And(x >= 0, x < code.sizes[int(x.name[1:])]) for x in offset.free_symbols if x in dims]
+        premise = sympy.And(in_range, *ranges, *[s >= 0 for s in free])
+        result = prove_implies(premise, sympy.And(offset >= 0, offset <= extent), timeout_ms=TIMEOUT_MS)
+        assert result.verdict == "proved", f"{kind} at {offset} over sizes {sizes} strides {strides}: {result}"
 
 
 # --- torch.utils._sympy's simplifications, as a third party -----------------------------------------

@@ -60,7 +60,8 @@ class KernelSource:
     args: tuple  # Arg rows, in signature order after the pointers
     outputs: tuple  # (sizes, strides as sympy of the ks symbols, dtype) per output
     dynamic: bool = False
-    index_exprs: tuple = field(default=())  # every load/store offset, for the symbolic suite
+    accesses: tuple = field(default=())  # ("load"|"store", offset, sizes, strides) per pointer: what the
+    # symbolic suite proves in bounds; offsets are in the dim symbols x<d> (see _index.dim_index)
 
 
 def schema_args(node: fx.Node) -> dict:
@@ -196,7 +197,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     args = [Arg(f"ks{d}", "size", *_size_source(inputs, info, shape, d)) for d in range(rank)
             if dynamic and shape[d] != 1]
     gen = _Codegen()
-    env, index_exprs = {}, []
+    env, accesses = {}, []
 
     for i, node in enumerate(inputs):
         t = info[node]
@@ -205,7 +206,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
         args += [Arg(f"in{i}_st{j}", "stride", i, j) for j in range(len(t.shape)) if dynamic and t.shape[j] != 1]
         in_shape = tuple(sizes[j + rank - len(t.shape)] if t.shape[j] != 1 else 1 for j in range(len(t.shape)))
         off = ix.offset(sizes, in_shape, strides)
-        index_exprs.append(off)
+        accesses.append(("load", off, in_shape, strides))
         if off.is_Integer:  # a broadcast scalar: one unmasked load, then a block of it
             loaded = gen.name(f"tl.load(in_ptr{i} + {ix.pexpr(off)})")
             loaded = gen.name(f"tl.broadcast_to({loaded}, [XBLOCK])")
@@ -231,7 +232,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
             strides = tuple(sympy.Integer(s) for s in t.stride)
         out_specs.append((tuple(t.shape) if numel == 0 else sizes, strides, t.dtype))
         off = ix.offset(sizes, tuple(sizes), strides)
-        index_exprs.append(off)
+        accesses.append(("store", off, tuple(sizes), strides))
         v = env[node]
         stored = v.expr if v.held == register(t.dtype) else f"{v.expr}.to({TL[register(t.dtype)]})"
         if t.dtype == torch.float16:
@@ -240,7 +241,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
             stored = f"bf16_narrow_f32({v.expr})"
         stores.append(f"tl.store(out_ptr{j} + {_paren(off)}, {stored}, xmask)")
 
-    used_dims = sorted({int(s.name[1:]) for e in index_exprs for s in e.free_symbols
+    used_dims = sorted({int(s.name[1:]) for _, e, _, _ in accesses for s in e.free_symbols
                         if s.name.startswith("x") and s.name[1:].isdigit()})
     wide = dynamic or not ix.fits_int32(int(numel), [(info[n].shape, info[n].stride) for n in [*inputs, *outputs]])
     block = _block(int(numel) if not dynamic else None, interpreter)
@@ -258,7 +259,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
                             f"@triton.jit\ndef {name}({', '.join(params)}):\n{body}"]) + "\n"
     return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=tuple(shape) if numel == 0 else sizes,
                         numel=numel, block=block,
-                        args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, index_exprs=tuple(index_exprs))
+                        args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, accesses=tuple(accesses))
 
 
 def _paren(e: sympy.Expr) -> str:
