@@ -81,3 +81,13 @@ def test_readme_functionalization_example_prints_what_the_readme_shows(capsys):
                                r"```text\n(.*?)```", text, re.S).groups()
     exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip() == shown.strip()
+
+
+def test_readme_pointwise_example_prints_what_the_readme_shows():
+    """Run in a fresh process: the wrapper node's kernel_idx counts kernels registered before it."""
+    text = (ROOT / "README.md").read_text()
+    example, shown = re.search(r"```py\n(import torch\n[^`]*?lower_pointwise\(gm, inputs\).*?)```\n\n```text\n(.*?)```",
+                               text, re.S).groups()
+    proc = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == shown.strip()
