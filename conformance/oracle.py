@@ -1,7 +1,8 @@
 """The numerical oracle: one tolerance table, one comparison, one mismatch format.
 
 Policy (DESIGN.md): integers and bools exact. Floats first against the original's own result with
-``torch.testing``'s per-dtype tolerances; failing that, against an fp64 reference (the ORIGINAL
+``torch.testing``'s per-dtype tolerances (of the least precise float the output is computed
+through: an f64 output of an f32 intermediate gets f32's); failing that, against an fp64 reference (the ORIGINAL
 graph run on inputs and constants upcast to float64, so casts inside the graph still round), where
 an element passes when the transformed error is within ``ERROR_RATIO`` times the original's error
 plus the dtype tolerance. Rounding noise passes; changed math, a dropped cast, a swapped operand
@@ -79,10 +80,13 @@ def compare_metadata(actual, expected, what: str, *, strides: bool) -> str | Non
     return None
 
 
-def compare_values(actual, expected, what: str, *, reference=None, signed_zeros: bool = False) -> str | None:
+def compare_values(actual, expected, what: str, *, reference=None, signed_zeros: bool = False,
+                   computed_in: torch.dtype | None = None) -> str | None:
     """None when ``actual`` is acceptable for ``expected`` (same shape and dtype), else a message.
 
-    ``reference`` is the fp64 value of the original computation (or None when unavailable).
+    ``reference`` is the fp64 value of the original computation (or None when unavailable);
+    ``computed_in`` the least precise float dtype the value passed through (``least_precise``): an
+    f64 output of an f32 intermediate is only as exact as f32, and gets f32's tolerances.
     """
     if not isinstance(expected, torch.Tensor):
         if _scalar_equal(actual, expected):
@@ -112,7 +116,8 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
         if bool(zero_bad.any()):
             special |= zero_bad
             rules.append("zeros of the same sign")
-    rtol, atol = tolerance(e.dtype)
+    tol_dtype = e.dtype if computed_in is None or _eps(computed_in) <= _eps(e.dtype) else computed_in
+    rtol, atol = tolerance(tol_dtype)
     finite = torch.isfinite(a64) & torch.isfinite(e64)
     far = finite & ((a64 - e64).abs() > atol + rtol * e64.abs())
     r64 = None
@@ -120,7 +125,7 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
         rule = f"within rtol={rtol:g}, atol={atol:g} of the original"
         if reference is not None and reference.shape == e.shape:
             r64 = reference.detach().to(torch.float64)
-            k = error_ratio(e.dtype, e.numel())
+            k = error_ratio(tol_dtype, e.numel())
             err_a, err_e = (a64 - r64).abs(), (e64 - r64).abs()
             far &= ~((err_a <= k * err_e + atol + rtol * r64.abs()) & torch.isfinite(r64))
             if bool(far.any()) and _rms_close(err_a, err_e, finite & torch.isfinite(r64), k, atol):
@@ -132,6 +137,29 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
     if not bool(bad.any()):
         return None
     return _report(what, a, e, bad, "; ".join(rules), special=special, reference=r64)
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+
+
+def least_precise(node) -> torch.dtype | None:
+    """The least precise floating dtype among ``node`` and everything it is computed from
+    (``meta['val']``), or None when no float is involved."""
+    import torch.fx as fx
+
+    worst, seen, todo = None, set(), [node] if isinstance(node, fx.Node) else []
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
+            if worst is None or _eps(val.dtype) > _eps(worst):
+                worst = val.dtype
+        todo.extend(n.all_input_nodes)
+    return worst
 
 
 def _rms_close(err_a, err_e, mask, k: float, atol: float) -> bool:

@@ -38,7 +38,7 @@ from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tenso
                        snapshot, to_device)
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import attr_or_none, compare_metadata, compare_values, reference_run, tensor_constants
+from .oracle import attr_or_none, compare_metadata, compare_values, least_precise, reference_run, tensor_constants
 
 
 class ExampleTimeout(BaseException):
@@ -205,6 +205,8 @@ class _Run:
             return
         inputs = {storage_of(t) for t in exp_in} - {None}
         act_inputs = {storage_of(t) for t in act_in} - {None}
+        output = next(n for n in self.gm.graph.nodes if n.op == "output")
+        sources = pytree.tree_leaves(output.args[0])
         for i, (a, e) in enumerate(zip(act_flat, exp_flat)):
             what = f"output[{i}]"
             # An output that is a view of an input has that view's layout; where a contract makes it
@@ -214,7 +216,8 @@ class _Run:
             if message is None and isinstance(e, torch.Tensor):
                 ref = self.reference() if not _quick_equal(a, e) else None
                 message = compare_values(a, e, what, reference=ref[0][i] if ref else None,
-                                         signed_zeros=self.c.signed_zeros)
+                                         signed_zeros=self.c.signed_zeros,
+                                         computed_in=least_precise(sources[i]) if i < len(sources) else None)
             elif message is None:
                 message = compare_values(a, e, what)
             if message:

@@ -415,3 +415,45 @@ def test_bad_graph_given_to_check():
         check(lambda gm: gm, gm, (X, Y))
     with pytest.raises(UsageError, match="should be a torch.fx.GraphModule"):
         check(lambda gm: gm, gm.graph, (X, Y))
+
+
+def _nudge_output(factor):
+    """A pass multiplying the first output by ``factor`` (a planted rounding-size change)."""
+    def transform(gm):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        with gm.graph.inserting_before(out):
+            first = out.args[0][0]
+            scaled = gm.graph.call_function(torch.ops.aten.mul.Tensor, (first, factor))
+        out.args = ((scaled, *out.args[0][1:]),)
+        gm.recompile()
+        return gm
+    return transform
+
+
+def test_an_f64_output_of_an_f32_intermediate_gets_f32_tolerances():
+    """exp(x) in f32, then promoted to f64: a few f32 ulps of difference is rounding, not a bug;
+    the same difference on an all-f64 computation is a bug."""
+    from tests.graphs import build
+
+    aten = torch.ops.aten
+    mixed = build(2, lambda g, c, x, y: [c(aten.add.Tensor, c(aten.exp.default, x), y)])
+    pure = build(2, lambda g, c, x, y: [c(aten.add.Tensor, c(aten.exp.default, x), y)])
+    # exp(0) = 1 exactly: the original has no error of its own to hide the nudge behind
+    x32, x64, y64 = torch.tensor([0.0]), torch.tensor([0.0], dtype=torch.float64), torch.tensor([0.0], dtype=torch.float64)
+    nudge = _nudge_output(1 + 3e-7)  # ~2.5 f32 ulps, ~1350 f64 ulps
+    assert check(nudge, mixed, (x32, y64), properties=["values"]).ok
+    verdict = check(nudge, pure, (x64, y64), properties=["values"])
+    assert not verdict.ok and "float64" in verdict.violations[0].message
+    assert not check(_nudge_output(1 + 1e-4), mixed, (x32, y64), properties=["values"]).ok  # changed math still fails
+
+
+def test_least_precise_follows_what_an_output_is_computed_from():
+    from conformance.oracle import least_precise
+    from tests.graphs import build
+    from strategies import attach_meta
+
+    aten = torch.ops.aten
+    gm = build(2, lambda g, c, h, d: [c(aten.add.Tensor, c(aten.exp.default, h), d), c(aten.neg.default, d)])
+    gm = attach_meta(gm, (torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.float64)))
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    assert least_precise(out[0]) == torch.float16 and least_precise(out[1]) == torch.float64
