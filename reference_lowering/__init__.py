@@ -3,5 +3,6 @@ pointwise-to-Triton lowering, symbolic rewrites). Never imports ``conformance`` 
 """
 
 from ._errors import LoweringError
+from .pointwise import lower_pointwise
 
-__all__ = ["LoweringError"]
+__all__ = ["LoweringError", "lower_pointwise"]

@@ -109,5 +109,5 @@ def test_one_dynamic_lowering_serves_every_size(case, factors):
             assert a.shape == e.shape and a.dtype == e.dtype, (i, a.shape, e.shape)
             message = compare_values(a, e, f"output[{i}] at sizes {sizes}",
                                      reference=ref[0][i] if ref is not None else None)
-            assert message is None, f"{message}\n{lowered.code}"
+            assert message is None, f"{message}\noriginal:\n{case.gm.code}\nlowered:\n{lowered.code}"
     assert len(_runtime._FUNCTIONS) == kernels, "a new size made a new kernel"

@@ -178,14 +178,28 @@ def hypot_{{S}}(a, b):
 
 
 def _pow(dtype):
-    # C pow (std::pow, what eager calls) through exp2(y * log2|x|), in fp64 so an fp32 result keeps
-    # fp32 accuracy; the sign and the special cases of C99 F.9.4.4 are applied around it.
+    # C pow (std::pow, what eager calls) in fp64, then rounded: integer exponents below 2048 by
+    # square-and-multiply and 0.5 by sqrt, exact wherever the result is (floor(pow(9., .5)) must be 3);
+    # others through exp2(y * log2|x|). The sign and the special cases of C99 F.9.4.4 come after.
     c = lambda v: _c(dtype, v)  # noqa: E731
     return f"""
 @triton.jit
 def pow_{{S}}(x, y):
-    ax = tl.abs(x)
-    r = tl.exp2(y.to(tl.float64) * tl.log2(ax.to(tl.float64))).to({{F}})
+    xd = x.to(tl.float64)
+    yd = y.to(tl.float64)
+    ax = tl.abs(xd)
+    ayd = tl.abs(yd)
+    r = tl.exp2(yd * tl.log2(ax))
+    small_int = (tl.floor(yd) == yd) & (ayd < 2048)
+    e = tl.where(small_int, ayd, 0).to(tl.int32)
+    p = tl.full(ax.shape, 1.0, tl.float64)
+    b = ax
+    for _ in range(11):
+        p = tl.where((e & 1) != 0, p * b, p)
+        b = b * b
+        e = e >> 1
+    r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
+    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
     ay = tl.abs(y)
     y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
     y_odd = y_int & ((y % {c(2.0)}) != 0)
