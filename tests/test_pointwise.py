@@ -275,3 +275,11 @@ def test_a_planted_broadcasting_bug_is_caught(monkeypatch):
     gm = build(2, lambda g, c, x, b: [c(aten.add.Tensor, x, b)])
     verdict = check(lower, gm, (torch.randn(3, 4), torch.randn(4)), properties=["values"])
     assert not verdict.ok and verdict.violations[0].property == "values"
+
+
+def test_the_sign_of_nan_follows_eager_through_narrow_floats():
+    # frac(inf) is a NaN; c10's float -> bf16 makes it positive, f16 and f32 keep x86's negative one
+    gm = build(1, lambda g, c, x: [c(aten.copysign.Tensor, x, c(aten.frac.default, x))])
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        x = torch.tensor([float("inf"), -float("inf"), 2.5], dtype=dtype)
+        assert torch.equal(lower_pointwise(gm, (x,))(x)[0], gm(x)[0]), dtype

@@ -280,12 +280,13 @@ def remainder_{{S}}(a, b):
 # bf16 by bits: the interpreter converts f32 -> bf16 by truncation and flushes bf16 subnormals to
 # zero when widening, so the conversions are integer operations (exact on every backend).
 def _bf16_round(dtype):
+    # c10's float -> BFloat16 also makes every NaN the positive quiet one (copysign and signbit see it)
     return """
 @triton.jit
 def bf16_round_{S}(x):
     b = x.to(tl.int32, bitcast=True)
     r = (b + 0x7FFF + ((b >> 16) & 1)) & -65536
-    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+    return tl.where(x != x, float("nan"), r.to(tl.float32, bitcast=True))
 """
 
 
