@@ -20,7 +20,7 @@ from tests.graphs import build
 POINTWISE = [row for row in OPS if row.category == C.POINTWISE]
 
 FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, -3.7, 0.7, 1e-30, -1e-30, 1e30, -1e30, 1e-40,
-          100.0, -100.0, 7.0, math.inf, -math.inf, math.nan]
+          100.0, -100.0, 7.0, 88.5, 1.7e38, -1.7e38, math.inf, -math.inf, math.nan]
 INTS = [-7, -2, -1, 0, 1, 2, 3, 7, 100, -100]
 FLOAT_SCALARS = [2.0, 0.5, -1.5, 3.0, -1.0, 0.0, -0.5, math.inf, math.nan]
 INT_SCALARS = [2, -3, 0, 5, 1]

@@ -74,7 +74,7 @@ def _expm1(dtype):
 def expm1_{{S}}(x):
     u = tl.exp(x)
     um1 = u - 1
-    r = tl.where(um1 == 0, x, um1 * x / tl.log(u))
+    r = tl.where(um1 == 0, x, um1 * (x / tl.log(u)))  # x / log(u) ~ 1: no overflow near the top
     r = tl.where(um1 == -1, {_c(dtype, -1.0)}, r)
     return tl.where(u == {_c(dtype, float("inf"))}, u, r)
 """
@@ -85,7 +85,7 @@ def _log1p(dtype):
 @triton.jit
 def log1p_{{S}}(x):
     u = 1 + x
-    r = tl.where(u == 1, x, tl.log(u) * x / (u - 1))
+    r = tl.where(u == 1, x, tl.log(u) * (x / (u - 1)))
     return tl.where((u == {_c(dtype, float("inf"))}) | (u == 0), tl.log(u), r)
 """
 

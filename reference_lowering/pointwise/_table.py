@@ -139,12 +139,13 @@ def _clamp(o):
 
 
 def _lerp(o):
-    # eager (ATen/native/Lerp.h): the form that is exact at the end nearer to the weight.
+    # eager (ATen/native/Lerp.h): the form exact at the end nearer the weight, each a fused multiply-add
+    # (so end - (end - self) * 2.5 does not overflow at 1.7e38, and is NaN at end = inf)
     weight = float(o.arg("weight"))
-    w = o.const(weight)
+    diff = o.name(f"{o.end} - {o.self}")
     if abs(weight) < 0.5:
-        return f"{o.self} + {w} * ({o.end} - {o.self})"
-    return f"{o.end} - ({o.end} - {o.self}) * {o.const(1.0 - weight)}"
+        return f"tl.fma({o.const(weight)}, {diff}, {o.self})"
+    return f"tl.fma(-{diff}, {o.const(1.0 - weight)}, {o.end})"
 
 
 def _sign(o):
@@ -160,6 +161,9 @@ def _gelu(o):
         inner = f"{o.const(0.7978845608028654)} * ({x} + {o.const(0.044715)} * {x} * {x} * {x})"
         return f"{o.const(0.5)} * {x} * (1 + {_f(o, 'tanh', inner)})"
     out = f"{o.const(0.5)} * {x} * (1 + tl.erf({x} * {o.const(0.7071067811865476)}))"
+    if o.interpreter and o.dtype == torch.bfloat16 and o.numel != 1:
+        # eager's vectorized bf16 kernel multiplies by 0.5 last: gelu(2**127) overflows to inf there
+        out = f"{x} * (1 + tl.erf({x} * {o.const(0.7071067811865476)})) * {o.const(0.5)}"
     if o.interpreter and o.dtype != torch.float64 and o.numel != 1:
         # eager's CPU kernel below fp64 gives NaN at +inf, except on a 1-element tensor (its scalar
         # path); matched where that eager is the one compared with (tests/test_pointwise_table.py)

@@ -19,7 +19,7 @@ def bf16_narrow_f32(x):
 def bf16_round_f32(x):
     b = x.to(tl.int32, bitcast=True)
     r = (b + 0x7FFF + ((b >> 16) & 1)) & -65536
-    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+    return tl.where(x != x, float("nan"), r.to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -28,7 +28,7 @@ def bf16_widen_f32(x):
 
 
 @triton.jit
-def pointwise_2eab36841826(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
+def pointwise_cc895eb3a831(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)
     xmask = xindex < 50

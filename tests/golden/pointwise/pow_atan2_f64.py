@@ -52,8 +52,21 @@ def atan2_f64(y, x):
 
 @triton.jit
 def pow_f64(x, y):
-    ax = tl.abs(x)
-    r = tl.exp2(y.to(tl.float64) * tl.log2(ax.to(tl.float64))).to(tl.float64)
+    xd = x.to(tl.float64)
+    yd = y.to(tl.float64)
+    ax = tl.abs(xd)
+    ayd = tl.abs(yd)
+    r = tl.exp2(yd * tl.log2(ax))
+    small_int = (tl.floor(yd) == yd) & (ayd < 2048)
+    e = tl.where(small_int, ayd, 0).to(tl.int32)
+    p = tl.full(ax.shape, 1.0, tl.float64)
+    b = ax
+    for _ in range(11):
+        p = tl.where((e & 1) != 0, p * b, p)
+        b = b * b
+        e = e >> 1
+    r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
+    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to(tl.float64)
     ay = tl.abs(y)
     y_int = (tl.floor(y) == y) & (ay != tl.full([], float("inf"), tl.float64))
     y_odd = y_int & ((y % tl.full([], 2.0, tl.float64)) != 0)
@@ -67,7 +80,7 @@ def pow_f64(x, y):
 
 
 @triton.jit
-def pointwise_e30bab01670f(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
+def pointwise_54d39eba26d7(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)
     xmask = xindex < 20
