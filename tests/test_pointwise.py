@@ -283,3 +283,16 @@ def test_the_sign_of_nan_follows_eager_through_narrow_floats():
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         x = torch.tensor([float("inf"), -float("inf"), 2.5], dtype=dtype)
         assert torch.equal(lower_pointwise(gm, (x,))(x)[0], gm(x)[0]), dtype
+
+
+def test_two_regions_never_feed_each_other():
+    # {a1, a2} and {b1, b2} are each a fine region, but a1 -> s -> b2 and b1 -> t -> a2: both kernels
+    # would have to run before the other
+    def body(g, c, x, y):
+        a1, b1 = c(aten.exp.default, x), c(aten.neg.default, y)
+        s = c(aten.expand.default, c(aten.sum.dim_IntList, a1, [0], True), [4])
+        t = c(aten.expand.default, c(aten.sum.dim_IntList, b1, [0], True), [4])
+        return [c(aten.mul.Tensor, a1, t), c(aten.mul.Tensor, b1, s)]
+
+    gm = build(2, body)
+    assert_lowering_ok(gm, (torch.randn(4), torch.randn(4)))

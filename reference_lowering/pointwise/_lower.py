@@ -2,8 +2,9 @@
 rewritten to allocate the region's outputs and launch the kernel (the FX wrapper codegen seed).
 
 Regions: a pointwise node joins the regions of its pointwise operands, and of the other readers of
-its operands, of the same shape (its iteration space) when the merged region stays convex (no path leaves it and comes back), and never
-across a node with side effects (a write, a grad-mode switch, an unknown call), which keeps every
+its operands, of the same shape (its iteration space) when the graph of kernels and nodes stays
+acyclic (no path leaves the merged region and comes back, through single nodes or other regions),
+and never across a node with side effects (a write, a grad-mode switch, an unknown call), which keeps every
 read on the same side of every write. The rewritten graph is ordered by a topological sort of
 regions and single nodes, in the original order where dependencies allow.
 
@@ -82,13 +83,8 @@ def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
     """Lists of nodes, one per kernel, each in graph order."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
-    ancestors = {}  # node -> bitmask of the positions of every node it depends on
     region_of, members, segment, segment_of = {}, {}, 0, {}
     for node in nodes:
-        mask = 0
-        for a in node.all_input_nodes:
-            mask |= ancestors[a] | (1 << pos[a])
-        ancestors[node] = mask
         if _side_effect(node):
             segment += 1
         segment_of[node] = segment
@@ -102,8 +98,8 @@ def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
         chosen = None
         for attempt in ([candidates] if len(candidates) > 1 else []) + [[c] for c in sorted(
                 candidates, key=lambda c: -len(members[c]))]:
-            merged = [m for c in attempt for m in members[c]] + [node]
-            if _convex(merged, ancestors, pos, nodes):
+            merged = {m for c in attempt for m in members[c]} | {node}
+            if _acyclic_after_merge(merged, region_of, members):
                 chosen = attempt
                 break
         if chosen:
@@ -120,21 +116,21 @@ def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
     return [sorted(ms, key=pos.get) for _, ms in sorted(members.items(), key=lambda kv: min(map(pos.get, kv[1])))]
 
 
-def _convex(group: list, ancestors: dict, pos: dict, nodes: list) -> bool:
-    """No node outside ``group`` both depends on a member and is depended on by one."""
-    inside = 0
-    for m in group:
-        inside |= 1 << pos[m]
-    above = 0
-    for m in group:
-        above |= ancestors[m]
-    above &= ~inside
-    while above:
-        low = above & -above
-        outside = nodes[low.bit_length() - 1]
-        if ancestors[outside] & inside:
-            return False
-        above ^= low
+def _acyclic_after_merge(merged: set, region_of: dict, members: dict) -> bool:
+    """Whether contracting ``merged`` into one kernel keeps the graph of kernels and nodes acyclic: no
+    path leaves it and comes back, through single nodes or through other (contracted) regions."""
+    seen, todo = set(), [u for m in merged for u in m.users if u not in merged]
+    while todo:
+        n = todo.pop()
+        unit = ("region", region_of[n]) if n in region_of else n
+        if unit in seen:
+            continue
+        seen.add(unit)
+        for m in (members[region_of[n]] if n in region_of else [n]):
+            for u in m.users:
+                if u in merged:
+                    return False
+                todo.append(u)
     return True
 
 
