@@ -312,7 +312,7 @@ def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict, interpreter: bool
         if isinstance(a, fx.Node):
             operands[name] = gen.value(convert(env[a], common, arith=True)).expr
         else:
-            operands[name] = constant(a, common)
+            operands[name] = constant(a, common, rounded=row.rounds_scalars)
     for name in row.masks:
         operands[name] = gen.value(convert(env[args[name]], torch.bool)).expr
     try:

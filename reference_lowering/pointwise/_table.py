@@ -37,6 +37,7 @@ class Row:
     emit: object
     returns: str = "common"  # "common" or "bool"
     masks: tuple = ()
+    rounds_scalars: bool = False  # eager converts scalar operands to an f16/bf16 dtype first
     unsupported: object = None
     note: str = field(default="", compare=False)
 
@@ -101,6 +102,10 @@ def _pow(o, base, exponent):
             return _f(o, "ipow", base, exponent)
         return _int_power_chain(base, int(scalar))
     scalar = o.scalar("exponent")
+    if scalar is not None and o.dtype in (torch.float16, torch.bfloat16):
+        # eager converts the exponent to the tensor's dtype first (pow(-0., -0.998) in bf16 is pow(-0., -1))
+        scalar = float(torch.tensor(float(scalar), dtype=o.dtype))
+        exponent = o.const(scalar)
     # eager's pow_tensor_scalar takes these exponents through cheaper exact forms (and so must we:
     # sqrt(-inf) is NaN where C's pow(-inf, 0.5) is inf); f16 skips the sqrt forms (measured, CPU).
     special = {2.0: f"{base} * {base}", 3.0: f"{base} * {base} * {base}", -1.0: f"1 / {base}",
@@ -242,14 +247,14 @@ TRITON: dict = {
     aten.copysign.Tensor: _binary(lambda o: _f(o, "copysign", o.self, o.other), INT_TO_FLOAT),
     aten.lerp.Scalar: Row(("self", "end", "weight"), DEFAULT, _lerp),
     # ---- comparisons and logic: predicates over the common dtype ---------------------------------
-    aten.eq.Tensor: _binary(lambda o: f"{o.self} == {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.eq.Scalar: _binary(lambda o: f"{o.self} == {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.ne.Tensor: _binary(lambda o: f"{o.self} != {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.lt.Tensor: _binary(lambda o: f"{o.self} < {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.le.Tensor: _binary(lambda o: f"{o.self} <= {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.gt.Tensor: _binary(lambda o: f"{o.self} > {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.ge.Tensor: _binary(lambda o: f"{o.self} >= {o.other}", ALWAYS_BOOL, returns="bool"),
-    aten.gt.Scalar: _binary(lambda o: f"{o.self} > {o.other}", ALWAYS_BOOL, returns="bool"),
+    aten.eq.Tensor: _binary(lambda o: f"{o.self} == {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.eq.Scalar: _binary(lambda o: f"{o.self} == {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.ne.Tensor: _binary(lambda o: f"{o.self} != {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.lt.Tensor: _binary(lambda o: f"{o.self} < {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.le.Tensor: _binary(lambda o: f"{o.self} <= {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.gt.Tensor: _binary(lambda o: f"{o.self} > {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.ge.Tensor: _binary(lambda o: f"{o.self} >= {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
+    aten.gt.Scalar: _binary(lambda o: f"{o.self} > {o.other}", ALWAYS_BOOL, returns="bool", rounds_scalars=True),
     aten.logical_and.default: _binary(lambda o: f"({o.self} != 0) & ({o.other} != 0)", ALWAYS_BOOL, returns="bool"),
     aten.logical_or.default: _binary(lambda o: f"({o.self} != 0) | ({o.other} != 0)", ALWAYS_BOOL, returns="bool"),
     aten.logical_xor.default: _binary(lambda o: f"({o.self} != 0) ^ ({o.other} != 0)", ALWAYS_BOOL, returns="bool"),

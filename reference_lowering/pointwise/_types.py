@@ -81,13 +81,16 @@ def convert(value: Value, dtype: torch.dtype, *, arith: bool = False) -> Value:
     return Value(expr, want, dtype)
 
 
-def constant(value, dtype: torch.dtype) -> str:
+def constant(value, dtype: torch.dtype, *, rounded: bool = False) -> str:
     """A Python scalar as a Triton constant of ``arithmetic(dtype)``: torch converts a scalar operand
-    to the op's dtype first (``int(2.7)`` for integers); for f16/bf16 ops eager reads the scalar in
-    the fp32 compute type, unrounded (``TensorIterator::original_scalar_value``), and so do we."""
+    to the op's dtype first (``int(2.7)`` for integers); for f16/bf16 arithmetic eager reads the scalar
+    in the fp32 compute type, unrounded (``TensorIterator::original_scalar_value``), while ops that
+    work in the tensor's own dtype (comparisons, pow's exponent) round it to f16/bf16: ``rounded``."""
     compute = arithmetic(dtype)
     if compute.is_floating_point:
         v = float(value)
+        if rounded and dtype in NARROW_FLOATS:  # ops that compare or compute in the tensor's own dtype
+            v = float(torch.tensor(v, dtype=dtype))
         if math.isnan(v):
             text = 'float("nan")'
         elif math.isinf(v):
