@@ -8,7 +8,10 @@ STAMP  := $(VENV)/.fx-conformance-installed
 PROFILE ?= ci
 CONFORMANCE_PROFILE ?= dev
 
-.PHONY: test conformance bench install clean
+NIGHTLY_PROFILE ?= nightly
+NIGHTLY_DIR := reports/nightly
+
+.PHONY: test conformance bench nightly install clean
 
 install: $(STAMP)
 
@@ -35,6 +38,17 @@ conformance: $(STAMP)
 # Timed benchmarks (pytest-benchmark); results saved under .benchmarks/.
 bench: $(STAMP)
 	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-autosave
+
+# The nightly report: the conformance run (counts), the timed benchmarks (kernels against eager and
+# Inductor, harness, prover, strategies, functionalization), then `fx-conformance report`, which
+# writes reports/nightly/<UTC date>/report.{json,md,html} with plots, appends reports/history.jsonl
+# and exits 1 on a regression against the last run on this machine kind (gate median:5%).
+nightly: $(STAMP)
+	mkdir -p $(NIGHTLY_DIR)
+	-$(VENV)/bin/fx-conformance run --profile $(NIGHTLY_PROFILE) -- --fx-summary-json $(NIGHTLY_DIR)/conformance.json
+	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json $(NIGHTLY_DIR)/benchmarks.json
+	$(VENV)/bin/fx-conformance report --benchmarks $(NIGHTLY_DIR)/benchmarks.json \
+		--conformance $(NIGHTLY_DIR)/conformance.json $(REPORT_ARGS)
 
 clean:
 	rm -rf $(VENV) .hypothesis .benchmarks *.egg-info

@@ -141,6 +141,35 @@ def _add_verify(sub) -> None:
     v.set_defaults(func=_verify)
 
 
+def _report(args) -> int:
+    from . import UsageError
+    from .nightly import write_report
+
+    try:
+        out, regressions, notes = write_report(args.benchmarks, args.conformance, out_dir=args.out,
+                                               history_path=args.history, gate=args.gate)
+    except UsageError as exc:
+        print(f"fx-conformance report: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(note)
+    for r in regressions:
+        print(f"REGRESSION {r['key']}: {r['old_ms']:.4g} ms -> {r['new_ms']:.4g} ms ({r['change']:+.1%})")
+    print(f"report: {out / 'report.md'} ({len(regressions)} regression{'s' if len(regressions) != 1 else ''})")
+    return 1 if regressions and not args.no_fail else 0
+
+
+def _add_report(sub) -> None:
+    r = sub.add_parser("report", help="render a nightly report from benchmark JSON; compare with the last run")
+    r.add_argument("--benchmarks", required=True, metavar="PATH", help="pytest-benchmark JSON (--benchmark-json)")
+    r.add_argument("--conformance", default=None, metavar="PATH", help="conformance counts (--fx-summary-json)")
+    r.add_argument("--out", default=None, metavar="DIR", help="report directory (default reports/nightly/<UTC date>)")
+    r.add_argument("--history", default="reports/history.jsonl", metavar="PATH", help="history file to compare and append to")
+    r.add_argument("--gate", default="median:5%", help="regression gate, stat:pct%% (default median:5%%)")
+    r.add_argument("--no-fail", action="store_true", help="exit 0 even when a row regressed")
+    r.set_defaults(func=_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fx-conformance",
                                      description="Property-based conformance checks for PyTorch FX graph passes.")
@@ -152,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
     _add_verify(sub)
     _add_prove(sub)
+    _add_report(sub)
     return parser
 
 

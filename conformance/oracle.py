@@ -2,7 +2,7 @@
 
 Policy (DESIGN.md): integers and bools exact. Floats first against the original's own result with
 ``torch.testing``'s per-dtype tolerances (of the least precise float the output is computed
-through: an f64 output of an f32 intermediate gets f32's); failing that, against an fp64 reference (the ORIGINAL
+through where the fp64 reference did not: an f64 output of an f32 computation gets f32's); failing that, against an fp64 reference (the ORIGINAL
 graph run on inputs and constants upcast to float64, so casts inside the graph still round), where
 an element passes when the transformed error is within ``ERROR_RATIO`` times the original's error
 plus the dtype tolerance. Rounding noise passes; changed math, a dropped cast, a swapped operand
@@ -85,8 +85,9 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
     """None when ``actual`` is acceptable for ``expected`` (same shape and dtype), else a message.
 
     ``reference`` is the fp64 value of the original computation (or None when unavailable);
-    ``computed_in`` the least precise float dtype the value passed through (``least_precise``): an
-    f64 output of an f32 intermediate is only as exact as f32, and gets f32's tolerances.
+    ``computed_in`` the least precise float dtype the value passed through in eager where the reference
+    did not (``least_precise``): an f64 output of an f32 computation is only as exact as f32, and gets
+    f32's tolerances.
     """
     if not isinstance(expected, torch.Tensor):
         if _scalar_equal(actual, expected):
@@ -143,21 +144,22 @@ def _eps(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
 
 
-def least_precise(node) -> torch.dtype | None:
-    """The least precise floating dtype among ``node`` and everything it is computed from
-    (``meta['val']``), or None when no float is involved."""
-    import torch.fx as fx
-
+def least_precise(node, reference_dtypes: dict) -> torch.dtype | None:
+    """The least precise float dtype that ``node`` or anything it is computed from has in eager but not
+    in the fp64 reference (``reference_dtypes``: node name -> dtype there), or None. An f32 value
+    promoted into an f64 output was f32 in eager and f64 in the reference: the output is only as exact
+    as f32. A value after an explicit cast has the cast's dtype in both, and does not count (so a
+    dropped cast is still caught)."""
     worst, seen, todo = None, set(), [node] if isinstance(node, fx.Node) else []
     while todo:
         n = todo.pop()
         if n in seen:
             continue
         seen.add(n)
-        val = n.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
-            if worst is None or _eps(val.dtype) > _eps(worst):
-                worst = val.dtype
+        val, ref = n.meta.get("val"), reference_dtypes.get(n.name)
+        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point and ref is not None \
+                and _eps(val.dtype) > _eps(ref) and (worst is None or _eps(val.dtype) > _eps(worst)):
+            worst = val.dtype
         todo.extend(n.all_input_nodes)
     return worst
 
@@ -230,7 +232,8 @@ def upcast(tensors) -> tuple:
 
 def reference_run(gm: fx.GraphModule, inputs: tuple):
     """Run ``gm`` with floating inputs and constants upcast to float64:
-    (outputs, inputs after, ``{target: constant after}`` for its tensor constants).
+    (outputs, inputs after, ``{target: constant after}`` for its tensor constants, ``{node name:
+    dtype}`` of every tensor it computed).
 
     Returns None when the graph cannot run that way (an op without a float64 kernel, say); the
     oracle then falls back to the dtype table alone.
@@ -243,9 +246,18 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
             if node.op == "get_attr":
                 _upcast_attr(ref, node.target)
         ref_inputs = upcast(inputs)
+        dtypes = {}
+
+        class Recorder(fx.Interpreter):
+            def run_node(self, n):
+                out = super().run_node(n)
+                if isinstance(out, torch.Tensor):
+                    dtypes[n.name] = out.dtype
+                return out
+
         with grad_mode_restored():
-            outputs = ref(*ref_inputs)
-        return outputs, ref_inputs, tensor_constants(ref)
+            outputs = Recorder(ref).run(*ref_inputs)
+        return outputs, ref_inputs, tensor_constants(ref), dtypes
     except Exception:  # noqa: BLE001 - any failure only means "no reference available"
         return None
 

@@ -17,6 +17,8 @@ THIRD_PARTY_MODULE = pathlib.Path(__file__).resolve().parent / "suite" / "test_t
 
 def pytest_addoption(parser):
     group = parser.getgroup("fx-conformance")
+    group.addoption("--fx-summary-json", default=None, metavar="PATH",
+                    help="also write the per-module conformance counts as JSON (for nightly reports)")
     group.addoption("--fx-summary", action="store_true", default=False,
                     help="print a per-module pass/fail table of the conformance suite at the end")
     group.addoption("--fx-pass", default=None, metavar="TARGET",
@@ -53,8 +55,22 @@ def pytest_report_header(config):
 
 
 class _Summary:
-    def __init__(self):
+    def __init__(self, json_path=None, profile=None):
         self.counts = collections.defaultdict(collections.Counter)
+        self.json_path, self.profile = json_path, profile
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.json_path:
+            import json
+            import pathlib
+
+            columns = ("passed", "failed", "skipped", "xfailed")
+            modules = {m: {k: c[k] for k in columns} for m, c in sorted(self.counts.items())}
+            total = {k: sum(c[k] for c in self.counts.values()) for k in columns}
+            path = pathlib.Path(self.json_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            doc = {"profile": self.profile, "modules": modules, "total": total, "exitstatus": int(exitstatus)}
+            path.write_text(json.dumps(doc, indent=2) + "\n")
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
@@ -82,5 +98,7 @@ def pytest_configure(config):
     # `pytest --fx-pass=X` with no test paths runs the third-party module, wherever pytest runs.
     if config.getoption("fx_pass", default=None) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(THIRD_PARTY_MODULE)]
-    if config.getoption("fx_summary", default=False):
-        config.pluginmanager.register(_Summary(), "fx-conformance-summary")
+    if config.getoption("fx_summary", default=False) or config.getoption("fx_summary_json", default=None):
+        profile = config.getoption("hypothesis_profile", default=None)
+        config.pluginmanager.register(_Summary(config.getoption("fx_summary_json", default=None), profile),
+                                      "fx-conformance-summary")

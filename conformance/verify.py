@@ -215,9 +215,9 @@ class _Run:
             message = compare_metadata(a, e, what, strides=storage_of(e) in inputs and not copied)
             if message is None and isinstance(e, torch.Tensor):
                 ref = self.reference() if not _quick_equal(a, e) else None
+                computed_in = least_precise(sources[i], ref[3]) if ref and i < len(sources) else None
                 message = compare_values(a, e, what, reference=ref[0][i] if ref else None,
-                                         signed_zeros=self.c.signed_zeros,
-                                         computed_in=least_precise(sources[i]) if i < len(sources) else None)
+                                         signed_zeros=self.c.signed_zeros, computed_in=computed_in)
             elif message is None:
                 message = compare_values(a, e, what)
             if message:

@@ -80,6 +80,7 @@ def side_table_indices(fn, block: int) -> tuple:
     with _LOCK:
         kernel_idx = kernel_side_table.add_kernel(fn)
         key = (kernel_idx, block)
-        if key not in _CONSTANT_ARGS:
+        if kernel_side_table.constant_args.get(_CONSTANT_ARGS.get(key)) != {"XBLOCK": block}:
+            # first use, or torch._dynamo.reset() emptied the table (graphs lowered before it are stale)
             _CONSTANT_ARGS[key] = kernel_side_table.add_constant_args({"XBLOCK": block})
         return kernel_idx, _CONSTANT_ARGS[key]

@@ -1,0 +1,123 @@
+"""fx-conformance report: report.json from pytest-benchmark JSON, its renderings and plots, the history,
+and the regression gates (what regresses, what is never compared, when machines differ)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformance import cli
+from conformance.nightly import Gate, build_report, write_report
+
+
+def _kernel(provider, graph, size, dtype, median_ms, label="compiled", device="cpu"):
+    return {"name": f"test_kernel[{provider}-{graph}-{dtype}-{size}]",
+            "fullname": f"benchmarks/test_kernels.py::test_kernel[{provider}-{graph}-{dtype}-{size}]",
+            "stats": {"min": median_ms / 1e3 * 0.9, "max": median_ms / 1e3 * 1.2, "mean": median_ms / 1e3,
+                      "median": median_ms / 1e3, "stddev": 0.0, "iqr": 0.0, "rounds": 10},
+            "extra_info": {"provider": provider, "graph": graph, "size": size, "dtype": dtype, "device": device,
+                           "label": label, "median_ms": median_ms, "p20_ms": median_ms * 0.95,
+                           "p80_ms": median_ms * 1.05, "bytes": size * 12, "gbps": size * 12 / median_ms / 1e6,
+                           "copy_gbps": 10.0, "fraction_of_peak": size * 12 / median_ms / 1e6 / 10.0}}
+
+
+def _bench(scale=1.0, interpreter_scale=1.0, cpu="Test CPU"):
+    rows = []
+    for graph in ("add", "chain8"):
+        for size in (4096, 65536):
+            rows.append(_kernel("eager", graph, size, "f32", 0.02 * size / 4096 * scale))
+            rows.append(_kernel("inductor", graph, size, "f32", 0.01 * size / 4096))
+            rows.append(_kernel("reference_lowering", graph, size, "f32", 5.0 * interpreter_scale, label="interpreter"))
+    rows.append({"name": "test_harness_throughput", "fullname": "benchmarks/test_harness.py::test_harness_throughput",
+                 "stats": {"min": 0.1, "max": 0.2, "mean": 0.15, "median": 0.15, "rounds": 3},
+                 "extra_info": {"graphs_per_s": 450.0}})
+    return {"machine_info": {"cpu": {"brand_raw": cpu, "count": 2}}, "commit_info": {"id": "abc123", "dirty": False},
+            "datetime": "2026-11-22T00:00:00", "benchmarks": rows}
+
+
+CONFORMANCE = {"modules": {"conformance/suite/test_a.py": {"passed": 3, "failed": 0, "skipped": 1, "xfailed": 2}},
+               "total": {"passed": 3, "failed": 0, "skipped": 1, "xfailed": 2}, "exitstatus": 0}
+
+
+def _write(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_report_json_has_the_schema_and_labels_a_cpu_run():
+    report = build_report(_bench(), CONFORMANCE)
+    assert report["schema_version"] == 1 and report["conformance"] == CONFORMANCE
+    assert report["machine_info"]["device_kind"] == "cpu:Test CPU:2 cores"
+    assert "CPU report" in report["label"] and "interpreter" in report["label"]
+    row = report["results"][0]
+    assert {"provider", "graph", "size", "dtype", "stats_ms", "gbps", "fraction_of_peak"} <= set(row)
+    assert [t["benchmark"] for t in report["tracked"]] == ["benchmarks/test_harness.py::test_harness_throughput"]
+
+
+def test_a_run_writes_json_markdown_html_plots_and_history(tmp_path):
+    out, regressions, notes = write_report(_write(tmp_path, "b.json", _bench()), _write(tmp_path, "c.json", CONFORMANCE),
+                                           out_dir=tmp_path / "r", history_path=tmp_path / "h.jsonl")
+    names = {p.name for p in out.iterdir()}
+    assert {"report.json", "report.md", "report.html", "gbps_vs_size.png", "ratio_vs_inductor.png",
+            "conformance.png"} <= names
+    md = (out / "report.md").read_text()
+    assert "| add | f32 | 4096 | eager |" in md and "![gbps_vs_size.png](gbps_vs_size.png)" in md
+    assert "<table>" in (out / "report.html").read_text()
+    assert regressions == [] and "nothing to compare" in notes[0]
+    assert len((tmp_path / "h.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_slower_row_is_a_regression_and_fails_unless_no_fail(tmp_path, capsys):
+    history = str(tmp_path / "h.jsonl")
+    base = ["report", "--history", history, "--out"]
+    assert cli.main([*base, str(tmp_path / "1"), "--benchmarks", _write(tmp_path, "b1.json", _bench())]) == 0
+    slower = _write(tmp_path, "b2.json", _bench(scale=1.2, interpreter_scale=3.0))
+    assert cli.main([*base, str(tmp_path / "2"), "--benchmarks", slower]) == 1
+    printed = capsys.readouterr().out
+    assert "REGRESSION eager/add/4096/f32" in printed
+    assert "reference_lowering" not in printed  # interpreter rows are never compared
+    assert printed.count("REGRESSION") == 4  # the four eager rows, +20%
+    assert cli.main([*base, str(tmp_path / "3"), "--benchmarks", slower, "--gate", "median:25%"]) == 0
+    assert cli.main([*base, str(tmp_path / "4"), "--benchmarks", _write(tmp_path, "b3.json", _bench(scale=2.0)),
+                     "--no-fail"]) == 0
+
+
+def test_a_run_on_another_machine_kind_is_not_compared_with(tmp_path, capsys):
+    history = str(tmp_path / "h.jsonl")
+    cli.main(["report", "--history", history, "--out", str(tmp_path / "1"), "--benchmarks",
+              _write(tmp_path, "a.json", _bench())])
+    code = cli.main(["report", "--history", history, "--out", str(tmp_path / "2"), "--benchmarks",
+                     _write(tmp_path, "b.json", _bench(scale=3.0, cpu="Other CPU"))])
+    out = capsys.readouterr().out
+    assert code == 0 and "warning: the previous run was on cpu:Test CPU" in out and "nothing to compare" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--benchmarks", "/nonexistent.json"], "does not exist"),
+    (["--benchmarks", "{bench}", "--gate", "fast:5"], "should look like median:5%"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
+    bench = _write(tmp_path, "b.json", _bench())
+    args = [a.replace("{bench}", bench) for a in args]
+    assert cli.main(["report", "--history", str(tmp_path / "h"), "--out", str(tmp_path / "o"), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_gate_parsing():
+    assert Gate.parse("median:5%") == Gate("median", 0.05) and str(Gate.parse("min:2.5%")) == "min:2.5%"
+
+
+def test_the_plugin_writes_conformance_counts_as_json(tmp_path):
+    import subprocess
+    import sys
+
+    test = tmp_path / "test_x.py"
+    test.write_text("import pytest\ndef test_a(): pass\n@pytest.mark.xfail(strict=True)\ndef test_b(): assert 0\n")
+    out = tmp_path / "c.json"
+    subprocess.run([sys.executable, "-m", "pytest", str(test), "-q", "-p", "no:cacheprovider", "--fx-summary-json",
+                    str(out), "--hypothesis-profile=ci"], capture_output=True, cwd=tmp_path, timeout=120)
+    doc = json.loads(out.read_text())
+    assert doc["total"] == {"passed": 1, "failed": 0, "skipped": 0, "xfailed": 1} and doc["profile"] == "ci"
