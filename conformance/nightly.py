@@ -74,8 +74,8 @@ def _row(b: dict) -> dict:
     extra = b.get("extra_info", {})
     stats = b.get("stats", {})
     ms = {k: stats[k] * 1e3 for k in ("min", "max", "mean", "median", "stddev", "iqr") if k in stats}
-    if "median_ms" in extra:  # the kernel timer (device events on a GPU) is the authority
-        ms.update(median=extra["median_ms"], p20=extra["p20_ms"], p80=extra["p80_ms"])
+    if "provider" in extra and "median_ms" in extra:  # the kernel timer (device events on a GPU) is the authority
+        ms.update(median=extra["median_ms"], p20=extra.get("p20_ms"), p80=extra.get("p80_ms"))
     row = {"benchmark": b.get("fullname", b.get("name")), "name": b.get("name"),
            "stats_ms": ms, "rounds": stats.get("rounds")}
     for key in (*KERNEL_KEYS, "device", "label", "bytes", "gbps", "fraction_of_peak", "copy_gbps", "device_name"):
@@ -92,7 +92,8 @@ def build_report(bench: dict, conformance: dict | None) -> dict:
     machine = _device(bench, rows)
     copy = next((r.get("copy_gbps") for r in rows if r.get("copy_gbps")), None)
     on_gpu = machine["device_kind"].startswith("cuda:")
-    label = None if on_gpu else ("CPU report: no GPU. eager and inductor rows are real CPU timings; "
+    label = None if on_gpu else ("CPU report: no GPU. eager and inductor rows are real CPU timings (at CPU "
+                                 "sizes the data fits in cache, so GB/s can exceed the DRAM copy bandwidth); "
                                  "reference_lowering rows run under the Triton interpreter and are not "
                                  "performance figures")
     return {
@@ -275,6 +276,15 @@ def _fmt(x, digits=3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def summary_table(report: dict, graph: str = "chain8", dtype: str = "f32") -> str:
+    """One graph's rows (every size and provider) as a Markdown table: what the README shows."""
+    rows = sorted((r for r in _kernel_rows(report) if r["graph"] == graph and r["dtype"] == dtype),
+                  key=lambda r: (r["size"], r["provider"]))
+    return "\n".join(_table(["elements", "provider", "median ms", "GB/s", "of copy bw", "label"],
+                             [[r["size"], r["provider"], _fmt(r["stats_ms"]["median"]), _fmt(r["gbps"]),
+                               f"{r['fraction_of_peak']:.1%}", r.get("label", "")] for r in rows]))
 
 
 def render_markdown(report: dict, plots: list, regressions: list, notes: list) -> str:

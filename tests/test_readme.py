@@ -91,3 +91,18 @@ def test_readme_pointwise_example_prints_what_the_readme_shows():
     proc = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == shown.strip()
+
+
+def test_readme_nightly_table_is_the_committed_report():
+    """The README's results table is rendered from the committed report.json, not typed."""
+    import json
+
+    from conformance.nightly import summary_table
+
+    text = (ROOT / "README.md").read_text()
+    path = re.search(r"`(reports/nightly/[\d-]+/report\.md)`", text).group(1)
+    report = json.loads((ROOT / path).with_name("report.json").read_text())
+    assert summary_table(report) in text
+    assert report["label"] and "CPU report" in report["label"]  # no GPU ran it: said in the report itself
+    plot = re.search(r"!\[[^\]]*\]\((reports/nightly/[^)]+\.png)\)", text).group(1)
+    assert (ROOT / plot).exists()
