@@ -278,6 +278,36 @@ def _fmt(x, digits=3) -> str:
     return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
+# The issue's GPU targets (benchmark figures, not tests): reference_lowering at >= 85% of the copy
+# bandwidth for f32 chains at 2**24 elements and up; geomean time within 5% of Inductor or better;
+# at least 3x faster than eager on the 8-op chain.
+def targets(report: dict) -> list:
+    """``(target, value, met)`` rows; empty when no reference_lowering row is a compiled-kernel timing."""
+    rows = [r for r in _kernel_rows(report) if r.get("label") != "interpreter"]
+    ours = [r for r in rows if r["provider"] == "reference_lowering"]
+    if not ours:
+        return []
+    out = []
+    chains = [r["fraction_of_peak"] for r in ours
+              if r["graph"].startswith("chain") and r["dtype"] == "f32" and r["size"] >= 2 ** 24]
+    if chains:
+        worst = min(chains)
+        out.append(("f32 chains >= 2^24 elements: fraction of copy bandwidth (worst) >= 85%", f"{worst:.1%}",
+                    worst >= 0.85))
+    by = {(r["graph"], r["size"], r["dtype"], r["provider"]): r["stats_ms"]["median"] for r in rows}
+    ratios = [t / by[(g, n, d, "inductor")] for (g, n, d, p), t in by.items()
+              if p == "reference_lowering" and (g, n, d, "inductor") in by]
+    if ratios:
+        gm = _geomean(ratios)
+        out.append(("geomean time / Inductor's <= 1.05", f"{gm:.3f}", gm <= 1.05))
+    speedups = [by[(g, n, d, "eager")] / t for (g, n, d, p), t in by.items()
+                if p == "reference_lowering" and g == "chain8" and (g, n, d, "eager") in by]
+    if speedups:
+        best = max(speedups)
+        out.append(("8-op chain: speedup over eager (best size and dtype) >= 3x", f"{best:.2f}x", best >= 3.0))
+    return out
+
+
 def summary_table(report: dict, graph: str = "chain8", dtype: str = "f32") -> str:
     """One graph's rows (every size and provider) as a Markdown table: what the README shows."""
     rows = sorted((r for r in _kernel_rows(report) if r["graph"] == graph and r["dtype"] == dtype),
@@ -302,6 +332,13 @@ def render_markdown(report: dict, plots: list, regressions: list, notes: list) -
     lines += [f"- {n}" for n in notes]
     lines += [f"- **{r['key']}**: {r['old_ms']:.4g} ms -> {r['new_ms']:.4g} ms ({r['change']:+.1%})"
               for r in regressions] or ["- none"]
+    goals = targets(report)
+    lines += ["", "## Targets (GPU benchmark figures, not tests)", ""]
+    if goals:
+        lines += _table(["target", "measured", "met"], [[t, v, "yes" if ok else "**no**"] for t, v, ok in goals])
+    else:
+        lines += ["- not evaluated: no compiled reference_lowering timings in this run (interpreter rows are not "
+                  "performance)"]
     conf = report.get("conformance")
     if conf:
         lines += ["", f"## Conformance (Hypothesis profile {conf.get('profile') or 'default'})", ""]

@@ -121,3 +121,23 @@ def test_the_plugin_writes_conformance_counts_as_json(tmp_path):
                     str(out), "--hypothesis-profile=ci"], capture_output=True, cwd=tmp_path, timeout=120)
     doc = json.loads(out.read_text())
     assert doc["total"] == {"passed": 1, "failed": 0, "skipped": 0, "xfailed": 1} and doc["profile"] == "ci"
+
+
+def test_gpu_targets_are_evaluated_from_compiled_rows_only():
+    from conformance.nightly import targets
+
+    cpu = build_report(_bench(), None)
+    assert targets(cpu) == []  # interpreter rows only
+    rows = []
+    for graph in ("chain8", "chain16"):
+        rows.append(_kernel("eager", graph, 2 ** 24, "f32", 3.0, device="cuda"))
+        rows.append(_kernel("inductor", graph, 2 ** 24, "f32", 1.0, device="cuda"))
+        rows.append(_kernel("reference_lowering", graph, 2 ** 24, "f32", 0.98, device="cuda"))
+    for r in rows:
+        r["extra_info"]["fraction_of_peak"] = 0.9
+    gpu = build_report({"machine_info": {}, "benchmarks": rows}, None)
+    assert gpu["machine_info"]["device_kind"].startswith("cuda:") and gpu["label"] is None
+    got = {name.split(":")[0]: (value, met) for name, value, met in targets(gpu)}
+    assert got["f32 chains >= 2^24 elements"] == ("90.0%", True)
+    assert got["geomean time / Inductor's <= 1.05"] == ("0.980", True)
+    assert got["8-op chain"] == ("3.06x", True)
