@@ -205,10 +205,7 @@ def plot(report: dict, out: pathlib.Path) -> list:
             ax.set_title(dtype)
             ax.legend(fontsize=7)
         fig.suptitle(report["machine_info"]["device_kind"], fontsize=9)
-        fig.tight_layout()
-        fig.savefig(out / "gbps_vs_size.png", dpi=110)
-        plt.close(fig)
-        made.append("gbps_vs_size.png")
+        made.append(_save(plt, fig, out, "gbps_vs_size.png"))
         ratios = ratio_table(report)
         if ratios:
             graphs = sorted(ratios)
@@ -223,10 +220,7 @@ def plot(report: dict, out: pathlib.Path) -> list:
                           fontsize=8)
             ax.set_ylabel("time / inductor time (geomean)")
             ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(out / "ratio_vs_inductor.png", dpi=110)
-            plt.close(fig)
-            made.append("ratio_vs_inductor.png")
+            made.append(_save(plt, fig, out, "ratio_vs_inductor.png"))
     conf = report.get("conformance")
     if conf and conf.get("modules"):
         modules = list(conf["modules"])
@@ -239,11 +233,15 @@ def plot(report: dict, out: pathlib.Path) -> list:
             left = [a + b for a, b in zip(left, vals)]
         ax.set_xlabel("tests")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "conformance.png", dpi=110)
-        plt.close(fig)
-        made.append("conformance.png")
+        made.append(_save(plt, fig, out, "conformance.png"))
     return made
+
+
+def _save(plt, fig, out: pathlib.Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
 
 
 def _geomean(values) -> float:
