@@ -7,6 +7,7 @@
 ...     case.gm(*case.fresh_inputs())
 """
 
+from . import _determinism  # noqa: F401 - first: draws must not depend on imports (see the module)
 from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
