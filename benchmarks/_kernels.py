@@ -8,7 +8,6 @@ timing. Bytes moved count each input's storage read once and each output written
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -200,11 +199,6 @@ def copy_bandwidth_gbps() -> float:
     dst = torch.empty_like(src)
     timing = bench(lambda: dst.copy_(src), rep_ms=200.0)
     return 2 * src.numel() * src.element_size() / (timing.median_ms * 1e-3) / 1e9
-
-
-def geomean(values) -> float:
-    values = [v for v in values if v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def driver_version() -> str | None:

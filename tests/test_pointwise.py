@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
-import torch.fx as fx
 
 from conformance import check
 from conformance.contracts import CONTRACTS, ContractContext

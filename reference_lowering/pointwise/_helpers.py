@@ -268,10 +268,9 @@ def floordiv_{{S}}(a, b):
 
 
 def _remainder_float(dtype):
-    c = lambda v: _c(dtype, v)  # noqa: E731
-    return f"""
+    return """
 @triton.jit
-def remainder_{{S}}(a, b):
+def remainder_{S}(a, b):
     mod = a % b
     return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 """

@@ -11,6 +11,7 @@ import torch
 import torch.fx as fx
 
 from .._errors import LoweringError
+from ..functionalize._storage import copies_sharing_storage
 from ..symbolic import replace_floor_div
 from . import _runtime
 from ._kernel import KernelSource, TensorInfo, generate, unsupported_reason
@@ -207,23 +208,11 @@ def run_for_info(gm: fx.GraphModule, example_inputs: tuple, at_use: dict | None 
     grad = torch.is_grad_enabled()
     try:
         with torch.no_grad():
-            Recorder(gm).run(*_same_layout(example_inputs))
+            # copies with the same layout and storage sharing, so eager picks the same output layouts
+            Recorder(gm).run(*copies_sharing_storage(example_inputs))
     except Exception as exc:
         raise LoweringError(f"the graph does not run on example_inputs: {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     finally:
         torch._C._set_grad_enabled(grad)
     return info
-
-
-def _same_layout(tensors: tuple) -> tuple:
-    """Copies with the same sizes, strides and storage offset (so eager picks the same output layouts)."""
-    out = []
-    for t in tensors:
-        if not isinstance(t, torch.Tensor):
-            out.append(t)
-            continue
-        storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=t.device)
-        storage.copy_(torch.as_strided(t, (storage.numel(),), (1,), 0)) if storage.numel() else None
-        out.append(storage.as_strided(t.shape, t.stride(), t.storage_offset()))
-    return tuple(out)

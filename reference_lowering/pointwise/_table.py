@@ -178,8 +178,8 @@ def _gelu(o):
 
 
 def _to_copy_unsupported(args):
-    extra = {k: v for k, v in args.items() if k not in ("self", "dtype") and v not in (None, False)}
-    extra.pop("memory_format", None) if args.get("memory_format") == torch.preserve_format else None
+    extra = {k: v for k, v in args.items() if k not in ("self", "dtype") and v not in (None, False)
+             and not (k == "memory_format" and v == torch.preserve_format)}
     return f"keyword arguments {extra} (only dtype= is lowered)" if extra else None
 
 
