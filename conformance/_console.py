@@ -29,7 +29,8 @@ class ConsoleReporter:
     def start(self, target, max_examples, options):
         self.total = max_examples
         self._line(f"fx-conformance verify {target}: up to {max_examples} examples, graphs={options['graphs']}, "
-                   f"special values {'on' if options['special_values'] else 'off'}, device={options['device']}")
+                   f"special values {'on' if options['special_values'] else 'off'} ({options.get('specials', 'strict')}), "
+                   f"device={options['device']}")
         if self.rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -25,7 +25,7 @@ from ._errors import HarnessError, UsageError
 from ._isolate import ChildDied, can_isolate, run_forked
 from ._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
 from .adapters import load_pass
-from .oracle import describe
+from .oracle import SPECIALS, describe
 from .repro import write_repro
 from .verify import Checker, can_time_out
 
@@ -103,7 +103,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
-           reporter=None) -> VerifyResult:
+           specials: str = "strict", reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -111,6 +111,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         graphs: "functional" (pure ops and views) or "mutating" (adds in-place ops, input and
             view mutation, metadata mutation, grad-mode regions).
         special_values: inputs may hold NaN, +-inf, -0.0, subnormals and extreme values.
+        specials: the special-values policy: "strict" (NaN/inf exactly where the original has them)
+            or "relaxed" (where the original overflowed or lost a value that the fp64 reference
+            has, a result within tolerance of the reference passes).
         constants: graphs may read tensor constants through ``get_attr`` (module buffers).
         ensure: contract names (``conformance.CONTRACTS``); properties: names or "a,b".
         timeout: seconds per example; isolate: run each example in a forked process (survives
@@ -124,7 +127,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     opts = _options(locals())
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
     checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
-                      device=opts["device"])
+                      specials=specials, device=opts["device"])
     reporter = reporter or NullReporter()
     if isolate and not can_isolate():
         raise UsageError("--isolate needs os.fork (Linux)")
@@ -214,6 +217,8 @@ def _options(args: dict) -> dict:
         raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
     if not isinstance(args["workers"], int) or args["workers"] < 1:
         raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
+    if args["specials"] not in SPECIALS:
+        raise UsageError(f"specials={args['specials']!r}, but should be one of {', '.join(SPECIALS)}")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
     device = args["device"]
@@ -224,7 +229,7 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros")
+            "isolate", "workers", "signed_zeros", "specials")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
@@ -339,7 +344,8 @@ def _record_final(found: _Found, exc: PropertyViolated) -> None:
 def _write_repros(found: _Found, put, opts, repro_dir) -> None:
     if not repro_dir:
         return
-    call_opts = {k: opts[k] for k in ("properties", "ensure", "signature", "settings_factory", "device")}
+    call_opts = {k: opts[k] for k in ("properties", "ensure", "signature", "settings_factory", "device",
+                                      "signed_zeros", "specials")}
     call_opts["timeout"] = opts["timeout"]
     written = {}
     for prop, (_, v, case) in found.best.items():

@@ -36,7 +36,8 @@ def _verify(args) -> int:
                         properties=args.properties, signature=args.signature,
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
-                        repro_dir=args.repro_dir, workers=args.workers, reporter=ConsoleReporter())
+                        repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
+                        specials=args.specials, reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -121,6 +122,11 @@ def _add_verify(sub) -> None:
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
+    v.add_argument("--specials", choices=("strict", "relaxed"), default="strict",
+                   help="strict (default): NaN/inf exactly where the original has them; relaxed: where the "
+                        "original overflows or loses a value the fp64 reference has, a result near the "
+                        "reference passes too")
+    v.add_argument("--signed-zeros", action="store_true", help="-0.0 and 0.0 differ in outputs and inputs")
     v.add_argument("--ensure", action="append", metavar="NAME", help="a contract the result must keep (repeatable)")
     v.add_argument("--properties", default=None, help=f"comma-separated subset of {','.join(PROPERTIES)} "
                                                       f"(default validity,values,mutations,aliasing)")

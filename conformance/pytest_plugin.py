@@ -27,6 +27,9 @@ def pytest_addoption(parser):
                     help="graphs for --fx-pass: functional (default) or mutating")
     group.addoption("--fx-ensure", action="append", default=[], metavar="NAME",
                     help="a contract --fx-pass must keep (repeatable)")
+    group.addoption("--fx-specials", choices=("strict", "relaxed"), default="strict",
+                    help="special-values policy for --fx-pass: strict (default) or relaxed (see fx-conformance "
+                         "verify --help)")
     group.addoption("--fx-signature", default=None, help="the calling form of --fx-pass (default: detected)")
     group.addoption("--fx-settings-factory", default=None, metavar="PKG.MOD:FN",
                     help="settings factory for an fn(gm, settings) --fx-pass")
@@ -50,7 +53,7 @@ def pytest_report_header(config):
     if target:
         ensure = ", ".join(config.getoption("fx_ensure")) or "none"
         lines.append(f"fx-conformance: verifying {target} on {config.getoption('fx_graphs')} graphs, "
-                     f"contracts: {ensure}")
+                     f"contracts: {ensure}, specials: {config.getoption('fx_specials')}")
     return lines
 
 

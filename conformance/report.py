@@ -197,7 +197,8 @@ def write_junit(result, path) -> pathlib.Path:
         "time": f"{result.duration_s:.3f}", "timestamp": _x(result.started)})
     props = ET.SubElement(suite, "properties")
     for name, value in (("torch", versions["torch"]), ("triton", versions["triton"]),
-                        ("seed", result.seed), ("device", result.options.get("device", "cpu"))):
+                        ("seed", result.seed), ("device", result.options.get("device", "cpu")),
+                        ("specials", result.options.get("specials", "strict"))):
         ET.SubElement(props, "property", {"name": name, "value": _x("" if value is None else value)})
     classname = _x(f"{TOOL}.{result.target}")
     for name, _, vs in rows:
@@ -238,7 +239,8 @@ def render_markdown(result) -> str:
     else:
         status = f"**PASS**: no counterexample in {result.examples} examples"
     lines = [f"# {TOOL} verify: {_cell(result.target)}", "", status, "",
-             f"seed {result.seed}, {result.duration_s:.2f} s, device {result.options.get('device', 'cpu')}",
+             f"seed {result.seed}, {result.duration_s:.2f} s, device {result.options.get('device', 'cpu')}, "
+             f"specials {result.options.get('specials', 'strict')}",
              "", "| property | examples checked | result |", "| --- | ---: | --- |"]
     for name, checked, vs in rows:
         verdict = "FAIL" if _failed(result, name, vs) else "pass" if checked else "not checked"

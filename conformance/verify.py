@@ -38,7 +38,8 @@ from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tenso
                        snapshot, to_device)
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import attr_or_none, compare_metadata, compare_values, least_precise, reference_run, tensor_constants
+from .oracle import (SPECIALS, attr_or_none, compare_metadata, compare_values, least_precise, reference_run,
+                     scalar_path_run, tensor_constants)
 
 
 class ExampleTimeout(BaseException):
@@ -70,13 +71,16 @@ class Checker:
     """Checks graphs against one pass with fixed options; ``check(gm, inputs) -> Verdict``."""
 
     def __init__(self, pass_: PassUnderTest, *, properties=None, ensure=(), timeout: float | None = 10.0,
-                 signed_zeros: bool = False, device: str = "cpu"):
+                 signed_zeros: bool = False, specials: str = "strict", device: str = "cpu"):
+        if specials not in SPECIALS:
+            raise UsageError(f"specials={specials!r}, but should be one of {', '.join(SPECIALS)}")
         self.pass_ = pass_
         self.ensure = tuple(ensure)
         self.contracts = get_contracts(self.ensure)
         self.properties = resolve_properties(properties, self.ensure)
         self.timeout = timeout
         self.signed_zeros = signed_zeros
+        self.specials = specials
         self.device = device
         self.alias_removal_ok = any(c.allows_alias_removal for c in self.contracts)
 
@@ -108,7 +112,7 @@ class _Run:
     def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple):
         self.c, self.gm, self.inputs = checker, gm, inputs
         self.verdict = Verdict(checked=checker.checked)
-        self._reference = False
+        self._reference = self._scalar_path = False
 
     def violation(self, prop: str, message: str) -> None:
         self.verdict.violations.append(Violation(prop, message))
@@ -196,6 +200,27 @@ class _Run:
             self._reference = None if ref is None else (pytree.tree_leaves(ref[0]), *ref[1:])
         return self._reference
 
+    def scalar_path(self):
+        """The ORIGINAL graph with elementwise ops on eager's scalar CPU kernels (``scalar_path_run``),
+        in ``reference()``'s form, or None; computed once, and only for a value that differs."""
+        if self._scalar_path is False:
+            run = scalar_path_run(self.gm, clone_inputs(self.inputs))
+            self._scalar_path = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
+        return self._scalar_path
+
+    def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
+        """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
+        it differs, eager's scalar-kernel result is as acceptable as the original's."""
+        ref = self.reference()
+        kw = dict(reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros, computed_in=computed_in,
+                  specials=self.c.specials)
+        message = compare_values(a, e, what, **kw)
+        if message is not None:
+            scalar = self.scalar_path()
+            if scalar is not None and pick(scalar) is not None:
+                message = compare_values(a, e, what, alternatives=(pick(scalar),), **kw)
+        return message
+
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):
             self.violation("values", f"outputs={len(act_flat)}, but should be {len(exp_flat)} (as the original returns)")
@@ -213,13 +238,12 @@ class _Run:
             # stop aliasing (a copy, e.g. no-input-as-output), the copy's layout is its own.
             copied = self.c.alias_removal_ok and storage_of(a) not in act_inputs
             message = compare_metadata(a, e, what, strides=storage_of(e) in inputs and not copied)
-            if message is None and isinstance(e, torch.Tensor):
-                ref = self.reference() if not _quick_equal(a, e) else None
-                computed_in = least_precise(sources[i], ref[3]) if ref and i < len(sources) else None
-                message = compare_values(a, e, what, reference=ref[0][i] if ref else None,
-                                         signed_zeros=self.c.signed_zeros, computed_in=computed_in)
-            elif message is None:
+            if message is None and not isinstance(e, torch.Tensor):
                 message = compare_values(a, e, what)
+            elif message is None and not _quick_equal(a, e):
+                ref = self.reference()
+                computed_in = least_precise(sources[i], ref[3]) if ref and i < len(sources) else None
+                message = self.compare(a, e, what, lambda run: run[0][i], computed_in)
             if message:
                 self.violation("values", message)
 
@@ -253,8 +277,7 @@ class _Run:
         ``pick(reference)`` is the fp64 value of that state, for the oracle."""
         message = compare_metadata(a, e, what, strides=True)
         if message is None and isinstance(e, torch.Tensor) and not _quick_equal(a, e):
-            ref = self.reference()
-            message = compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros)
+            message = self.compare(a, e, what, pick)
         if message is None:
             return None
         hint = f"the original {verb} it" if _changed(e, before) else "the original leaves it unchanged"
@@ -426,9 +449,11 @@ def can_time_out() -> bool:
 
 def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), signature=None,
           settings_factory=None, device: str = "cpu", timeout: float | None = 10.0,
-          signed_zeros: bool = False) -> Verdict:
+          signed_zeros: bool = False, specials: str = "strict") -> Verdict:
     """Check ``pass_`` on one graph: ``Verdict`` with the violated properties (``.ok`` when none).
 
+    ``specials``: "strict" (NaN/inf exactly where the original has them) or "relaxed" (where the
+    original overflowed or lost a value the fp64 reference has, a result near the reference passes).
     ``gm`` and ``example_inputs`` are never modified. Nodes without ``meta['val']`` get it from an
     eager run on a copy, as generated graphs have it (many passes read it).
 
@@ -453,7 +478,7 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
         raise UsageError(f"the graph given to check() raised {type(exc).__name__} on its own inputs: "
                          f"{_first_line(exc)}") from None
     checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
-                      device=device)
+                      specials=specials, device=device)
     return checker.check(gm, inputs)
 
 

@@ -30,15 +30,16 @@ def fx_options(request):
                         settings_factory=config.getoption("fx_settings_factory"))
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-pass: {exc}") from None
-    return put, tuple(config.getoption("fx_ensure")), config.getoption("fx_graphs") == "mutating"
+    return (put, tuple(config.getoption("fx_ensure")), config.getoption("fx_graphs") == "mutating",
+            config.getoption("fx_specials"))
 
 
 def _check(fx_options, data, prop):
-    put, ensure, mutating = fx_options
+    put, ensure, mutating, specials = fx_options
     # The contracts go to every checker, as in `fx-conformance verify`: what they allow (an input
     # returned as a copy with its own layout, say) holds for every property; each test then judges
     # its own property (and execution, which any test may hit first).
-    checker = Checker(put, properties=[prop], ensure=ensure)
+    checker = Checker(put, properties=[prop], ensure=ensure, specials=specials)
     case = data.draw(graphs(mutations=mutating, special_values=True), label="graph")
     verdict = checker.check(case.gm, case.example_inputs)
     mine = [v for v in verdict.violations if v.property == EXECUTION or v.property.split(":")[0] == prop]

@@ -103,11 +103,9 @@ class _Op:
     """What a table row sees: converted operands by schema name, the raw arguments, constants and
     helpers in the common dtype."""
 
-    def __init__(self, gen: "_Codegen", args: dict, operands: dict, dtype: torch.dtype, interpreter: bool, numel):
+    def __init__(self, gen: "_Codegen", args: dict, operands: dict, dtype: torch.dtype):
         self._gen, self._args, self._operands, self.dtype = gen, args, operands, dtype
         self.is_float = dtype.is_floating_point
-        self.interpreter = interpreter  # compared with eager on CPU (else: compiled, on a GPU)
-        self.numel = numel  # of the node's result: an int, or kernel text when sizes are arguments
 
     @property
     def triton_type(self) -> str:
@@ -221,7 +219,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
             env[node] = Value(loaded, t.dtype, t.dtype)
 
     for node in nodes:
-        env[node] = _emit(gen, node, env, info, interpreter, _numel_text(info[node].shape, shape, sizes))
+        env[node] = _emit(gen, node, env, info)
 
     out_specs, stores = [], []
     for j, node in enumerate(outputs):
@@ -263,13 +261,6 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
                         args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, accesses=tuple(accesses))
 
 
-def _numel_text(node_shape: tuple, shape: tuple, sizes: tuple):
-    """A node's element count: an int, or (sizes are kernel arguments) its text in the kernel."""
-    lead = len(shape) - len(node_shape)
-    numel = ix.product([sizes[j + lead] for j, s in enumerate(node_shape) if s != 1])
-    return int(numel) if numel.is_Integer else ("xnumel" if tuple(node_shape) == tuple(shape) else ix.pexpr(numel))
-
-
 def _paren(e: sympy.Expr) -> str:
     text = ix.pexpr(e)
     return text if text.isidentifier() or text.startswith("(") and text.endswith(")") else f"({text})"
@@ -294,7 +285,7 @@ def _block(numel, interpreter: bool) -> int:
     return max(16, min(cap, ix.next_power_of_2(numel)))
 
 
-def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict, interpreter: bool, numel) -> Value:
+def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict) -> Value:
     row = TRITON[node.target]
     args = schema_args(node)
     kind = row.kind(args) if callable(row.kind) else row.kind
@@ -316,7 +307,7 @@ def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict, interpreter: bool
     for name in row.masks:
         operands[name] = gen.value(convert(env[args[name]], torch.bool)).expr
     try:
-        expr = row.emit(_Op(gen, args, operands, common, interpreter, numel))
+        expr = row.emit(_Op(gen, args, operands, common))
     except (ValueError, KeyError, TypeError) as exc:
         raise LoweringError(f"%{node.name} ({node.target}) cannot be lowered: {exc}") from None
     # A predicate is a bool; bool arithmetic is int8 (True + True == 2) until converted to the result.

@@ -1,0 +1,236 @@
+"""Special values judged portably: the strict and relaxed policies, and eager's own two kernels.
+
+strict (the default): NaN/+-inf exactly where the original has them. relaxed: where the original
+lost a value the fp64 reference has (an intermediate overflow), the reference's value or a finite
+value within tolerance of it passes; a NaN/inf the original does not have fails under both. Where
+eager's vectorized and scalar CPU kernels disagree, the result of either passes under both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.library import Library
+
+from conformance import UsageError, check, verify
+from conformance.oracle import compare_outputs, compare_values, scalar_path_run
+from tests.graphs import build
+
+aten = torch.ops.aten
+verify_module = importlib.import_module("conformance.verify")  # the package's verify() hides the module
+
+
+def _replace_outputs(make):
+    """A pass whose graph returns ``make(graph, x)`` for its first input, instead of what it computed."""
+
+    def pass_(gm):
+        g = gm.graph
+        x = next(n for n in g.nodes if n.op == "placeholder")
+        out = next(n for n in g.nodes if n.op == "output")
+        with g.inserting_before(out):
+            out.args = ((make(g, x),),)
+        g.eliminate_dead_code()
+        gm.recompile()
+        return gm
+
+    return pass_
+
+
+to_clone = _replace_outputs(lambda g, x: g.call_function(aten.clone.default, (x,)))
+to_double_half = _replace_outputs(
+    lambda g, x: g.call_function(aten.div.Tensor, (g.call_function(aten.mul.Tensor, (x, 2.0)), 2.0)))
+
+
+def _mul_div(g, c, x):
+    return [c(aten.div.Tensor, c(aten.mul.Tensor, x, 2.0), 2.0)]
+
+
+HUGE = (torch.tensor([3e38, 1.0, -3e38]),)
+
+
+def test_a_pass_that_avoids_an_overflow_fails_strict_and_passes_relaxed():
+    gm = build(1, _mul_div)
+    strict = check(to_clone, gm, HUGE)
+    assert [v.property for v in strict.violations] == ["values"]
+    message = strict.violations[0].message
+    assert "NaN and +-inf at the same positions as the original" in message
+    assert "the original overflows here (the fp64 reference is 3e+38); if your pass may avoid overflow, use " \
+           "--specials relaxed" in message
+    assert check(to_clone, gm, HUGE, specials="relaxed").ok
+
+
+def test_a_pass_that_introduces_an_overflow_fails_under_both_policies():
+    gm = build(1, lambda g, c, x: [c(aten.clone.default, x)])
+    for specials in ("strict", "relaxed"):
+        verdict = check(to_double_half, gm, HUGE, specials=specials)
+        assert [v.property for v in verdict.violations] == ["values"], specials
+        assert "the original overflows" not in verdict.violations[0].message
+
+
+def test_relaxed_keeps_an_overflow_the_fp64_reference_has_too():
+    # a cast to f16 rounds in the fp64 reference too: 1e5 is inf there, and dropping the casts is a bug
+    def casts(g, c, x):
+        h = g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float16})
+        return [g.call_function(aten._to_copy.default, (h,), {"dtype": torch.float32})]
+
+    gm = build(1, casts)
+    verdict = check(to_clone, gm, (torch.tensor([1e5, 1.0]),), specials="relaxed")
+    assert [v.property for v in verdict.violations] == ["values"]
+    assert "the original overflows" not in verdict.violations[0].message  # the reference overflows too
+
+
+def test_relaxed_wants_the_reference_value_not_any_finite_one():
+    gm = build(1, _mul_div)
+    to_zero = _replace_outputs(lambda g, x: g.call_function(aten.mul.Tensor, (x, 0.0)))
+    assert not check(to_zero, gm, HUGE, specials="relaxed").ok
+
+
+def test_compare_values_relaxed_rules():
+    e = torch.tensor([float("inf"), float("nan"), float("inf"), 1.0])
+    r = torch.tensor([3e38, float("inf"), float("inf"), 1.0], dtype=torch.float64)
+    ok = torch.tensor([3e38, float("inf"), float("inf"), 1.0])
+    assert compare_values(ok, e, "o", reference=r, specials="relaxed") is None
+    assert compare_values(ok, e, "o", reference=r) is not None  # strict
+    for bad in ([3e38, float("inf"), 3e38, 1.0],  # the reference overflows here: must stay inf
+                [3e38, float("inf"), float("inf"), float("inf")],  # an inf nobody has
+                [1e38, float("inf"), float("inf"), 1.0]):  # finite, but not the reference's value
+        assert compare_values(torch.tensor(bad), e, "o", reference=r, specials="relaxed") is not None, bad
+    # without a reference there is nothing to relax against
+    assert compare_values(ok, e, "o", specials="relaxed") is not None
+    with pytest.raises(ValueError, match="specials='lenient'"):
+        compare_values(ok, e, "o", specials="lenient")
+
+
+def test_bad_specials_is_a_usage_error():
+    gm = build(1, _mul_div)
+    with pytest.raises(UsageError, match="specials='loose', but should be one of strict, relaxed"):
+        check(to_clone, gm, HUGE, specials="loose")
+    with pytest.raises(UsageError, match="specials='loose'"):
+        verify(to_clone, specials="loose", max_examples=1, repro_dir=None)
+
+
+# --- eager disagreeing with itself ----------------------------------------------------------------
+# A pointwise op whose "vectorized loop" (contiguous operands of 2+ elements) gives NaN at +inf while
+# its "scalar kernel" gives inf: eager's own disagreement, as measured for gelu on AVX-512 and fmod
+# by a subnormal on AVX2, but the same on every CPU.
+_LIB = Library("fxc_specials_test", "DEF")
+_LIB.define("quirky(Tensor x) -> Tensor", tags=(torch.Tag.pointwise,))
+
+
+def _quirky(x):
+    out = x.clone()
+    if x.is_contiguous() and x.numel() > 1:
+        out[torch.isinf(x) & (x > 0)] = float("nan")
+    return out
+
+
+_LIB.impl("quirky", _quirky, "CPU")
+_LIB.impl("quirky", lambda x: torch.empty_like(x), "Meta")
+QUIRKY = torch.ops.fxc_specials_test.quirky.default
+INF = (torch.tensor([1.0, float("inf"), -2.0, 4.0]),)
+
+
+def _retarget(target):
+    def pass_(gm):
+        for n in gm.graph.nodes:
+            if n.target == QUIRKY:
+                n.target = target
+        gm.recompile()
+        return gm
+
+    return pass_
+
+
+def _quirky_graph():
+    return build(1, lambda g, c, x: [c(aten.mul.Tensor, c(QUIRKY, x), 2.0)])
+
+
+def test_scalar_path_run_takes_eager_scalar_kernels():
+    gm = _quirky_graph()
+    assert torch.isnan(gm(*INF)[0][1])  # the vectorized loop
+    outputs = scalar_path_run(gm, INF)[0]
+    assert torch.equal(outputs[0], torch.tensor([2.0, float("inf"), -4.0, 8.0]))
+
+
+def test_scalar_path_keeps_in_place_writes_and_aliases():
+    def body(g, c, x):
+        y = c(aten.mul.Tensor, x, 1.0)
+        return [c(aten.add_.Tensor, y, 1.0), y]
+
+    gm = build(1, body)
+    out = scalar_path_run(gm, (torch.arange(4.0),))[0]
+    assert torch.equal(out[0], torch.arange(4.0) + 1) and out[0].data_ptr() == out[1].data_ptr()
+
+
+def test_a_result_matching_eager_scalar_kernel_passes(monkeypatch):
+    gm = _quirky_graph()
+    assert check(_retarget(aten.clone.default), gm, INF).ok
+    assert compare_outputs(gm, INF, [torch.tensor([2.0, float("inf"), -4.0, 8.0])]) is None
+    assert compare_outputs(gm, INF, [torch.tensor([2.0, float("inf"), -4.0, 9.0])]) is not None
+    # the same verdict without eager's scalar kernels is a violation: the test above can fail
+    monkeypatch.setattr(verify_module, "scalar_path_run", lambda gm, inputs: None)
+    verdict = check(_retarget(aten.clone.default), gm, INF)
+    assert [v.property for v in verdict.violations] == ["values"]
+
+
+def test_a_result_matching_neither_eager_kernel_fails():
+    verdict = check(_retarget(aten.neg.default), _quirky_graph(), INF)
+    assert [v.property for v in verdict.violations] == ["values"]
+
+
+def test_a_mutated_input_may_match_either_eager_kernel():
+    def body(g, c, x):
+        g.call_function(aten.copy_.default, (x, c(QUIRKY, x)))
+        return [c(aten.mul.Tensor, x, 1.0)]
+
+    assert check(_retarget(aten.clone.default), build(1, body), INF).ok
+
+
+# --- the option everywhere ------------------------------------------------------------------------
+
+
+def test_cli_and_reports_carry_the_policy(tmp_path):
+    report, md, junit = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.xml"
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "verify", "torch.fx.passes.tools_common:legalize_graph",
+                           "--max-examples", "3", "--seed", "0", "--specials", "relaxed", "--signed-zeros",
+                           "--json", str(report), "--markdown", str(md), "--junit", str(junit), "--repro-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "special values on (relaxed)" in done.stdout
+    opts = json.loads(report.read_text())["options"]
+    assert (opts["specials"], opts["signed_zeros"]) == ("relaxed", True)
+    assert "specials relaxed" in md.read_text()
+    assert 'name="specials" value="relaxed"' in junit.read_text()
+    bad = subprocess.run([sys.executable, "-m", "conformance.cli", "verify", "x:y", "--specials", "loose"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "invalid choice: 'loose'" in bad.stderr
+
+
+def test_the_pytest_plugin_takes_the_policy(tmp_path):
+    passes = tmp_path / "my_passes.py"
+    passes.write_text("def identity(gm):\n    return gm\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={passes}:identity",
+                           "--fx-specials", "relaxed", "--hypothesis-profile=ci", "-k", "values"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "specials: relaxed" in done.stdout and "1 passed" in done.stdout
+
+
+def test_the_plugin_module_judges_with_the_policy():
+    from types import SimpleNamespace
+
+    from conformance.suite import test_third_party_pass as module
+
+    class Data:  # what Hypothesis' st.data() hands the module's test: here, one fixed graph
+        def draw(self, strategy, label=None):
+            return SimpleNamespace(gm=build(1, _mul_div), example_inputs=HUGE)
+
+    put = verify_module.load_pass(to_clone)
+    module._check((put, (), False, "relaxed"), Data(), "values")
+    with pytest.raises(AssertionError, match="the original overflows here"):
+        module._check((put, (), False, "strict"), Data(), "values")
