@@ -8,10 +8,22 @@ STAMP  := $(VENV)/.fx-conformance-installed
 PROFILE ?= ci
 CONFORMANCE_PROFILE ?= dev
 
+WORKERS ?= auto
+PYTEST_FLAGS = -q -p no:cacheprovider --dist worksteal --hypothesis-profile=$(PROFILE)
+# Tests whose expected values come from eager CPU kernels (docs/design.md, "Where it runs").
+NUMERICS := tests/test_pointwise_table.py tests/test_pointwise_golden.py tests/test_pointwise.py \
+	tests/test_specials.py tests/test_verify.py conformance/suite/test_pointwise_lowering.py
+CAPABILITIES ?= default avx2
+# The capabilities among its arguments that this CPU has and this process does not already use.
+export OTHER_CAPABILITIES = import sys, torch; \
+	has = {"default": True, "avx2": torch.cpu._is_avx2_supported(), "avx512": torch.cpu._is_avx512_supported()}; \
+	now = torch.backends.cpu.get_cpu_capability().lower(); \
+	print(" ".join(c for c in sys.argv[1:] if has.get(c) and c != now))
+
 NIGHTLY_PROFILE ?= nightly
 NIGHTLY_DIR := reports/nightly
 
-.PHONY: test conformance bench nightly install clean
+.PHONY: test sweep conformance bench nightly install clean
 
 install: $(STAMP)
 
@@ -24,12 +36,22 @@ $(STAMP): $(VPY) pyproject.toml
 	@touch $(STAMP)
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and
-# the docstring examples of the three packages, all under the small, derandomized `ci` profile.
+# the docstring examples of the three packages, all under the small, derandomized `ci` profile, on
+# WORKERS processes (pytest-xdist). Then the numerics tests again under each CPU capability in
+# CAPABILITIES that is not this machine's own, so that no expected value holds on one CPU only.
+# Wider sweeps of the same properties (more seeds) are marked `sweep`: `make sweep`, `make nightly`.
 test: $(STAMP)
-	$(VPY) -m pytest tests benchmarks conformance/suite -q -p no:cacheprovider \
-		--hypothesis-profile=$(PROFILE) --benchmark-disable
-	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic -q -p no:cacheprovider \
-		--hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
+	$(VPY) -m pytest tests benchmarks conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m "not sweep" \
+		--benchmark-disable
+	@for cap in $$($(VPY) -c "$$OTHER_CAPABILITIES" $(CAPABILITIES)); do \
+		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
+		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) || exit 1; \
+	done
+	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic \
+		-q -p no:cacheprovider --hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
+
+sweep: $(STAMP)
+	$(VPY) -m pytest tests $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)
@@ -45,6 +67,7 @@ bench: $(STAMP)
 # and exits 1 on a regression against the last run on this machine kind (gate median:5%).
 nightly: $(STAMP)
 	mkdir -p $(NIGHTLY_DIR)
+	-$(VPY) -m pytest tests $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
 	-$(VENV)/bin/fx-conformance run --profile $(NIGHTLY_PROFILE) -- --fx-summary-json $(NIGHTLY_DIR)/conformance.json
 	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json $(NIGHTLY_DIR)/benchmarks.json
 	$(VENV)/bin/fx-conformance report --benchmarks $(NIGHTLY_DIR)/benchmarks.json \

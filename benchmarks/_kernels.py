@@ -123,7 +123,7 @@ def provider(name: str, gm: fx.GraphModule, inputs: tuple):
         import torch._inductor.config as inductor_config
 
         compiled = torch.compile(gm, fullgraph=True, dynamic=False)
-        # Inductor skips the f16/bf16 rounding of intermediates unless asked (facts 6b): asked, so it
+        # Inductor skips the f16/bf16 rounding of intermediates unless asked (docs/torch-facts.md, section 5): asked, so it
         # computes what eager and reference_lowering compute. Compilation happens at the first call.
         with inductor_config.patch(emulate_precision_casts=True):
             compiled(*inputs)

@@ -63,7 +63,8 @@ class ConsoleReporter:
         rows += [(v.property, "-", "VIOLATED") for v in result.violations if v.property not in result.properties]
         for v in result.violations:
             self._line("")
-            self._line(f"{v.property} violated by a minimal graph:")
+            shrunk = result.options.get("shrink", True)
+            self._line(f"{v.property} violated by {'a minimal graph' if shrunk else 'a graph (not shrunk: --no-shrink)'}:")
             self._line(_indent(v.message))
             self._line("  inputs:")
             self._line(_indent(v.inputs, 4))

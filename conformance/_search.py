@@ -103,7 +103,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
-           specials: str = "strict", reporter=None) -> VerifyResult:
+           specials: str = "strict", shrink: bool = True, reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -120,6 +120,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             segfaults and os._exit); workers: independent searches in parallel processes.
         json, junit, markdown: report paths (JSON is rewritten as examples finish).
         repro_dir: where minimal counterexamples are written as scripts (None: not written).
+        shrink: shrink each counterexample to a minimal graph (False: report it as first found,
+            which is faster where only the verdict matters).
 
     >>> verify(lambda gm: gm, max_examples=5, repro_dir=None).ok
     True
@@ -229,7 +231,7 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials")
+            "isolate", "workers", "signed_zeros", "specials", "shrink")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
@@ -286,7 +288,8 @@ def _search(checker: Checker, put, opts, seed_value, max_examples, isolate, even
                            graph_after="")
 
     @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+              suppress_health_check=list(HealthCheck),
+              phases=(Phase.generate, Phase.shrink) if opts["shrink"] else (Phase.generate,),
               report_multiple_bugs=True, verbosity=Verbosity.quiet, print_blob=False)
     @hseed(seed_value)
     @given(strategy)

@@ -37,7 +37,7 @@ def _verify(args) -> int:
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
-                        specials=args.specials, reporter=ConsoleReporter())
+                        specials=args.specials, shrink=not args.no_shrink, reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -143,6 +143,8 @@ def _add_verify(sub) -> None:
     v.add_argument("--markdown", default=None, metavar="PATH", help="Markdown summary")
     v.add_argument("--repro-dir", default="reports/repro", metavar="DIR",
                    help="where counterexample scripts go (default reports/repro/)")
+    v.add_argument("--no-shrink", action="store_true",
+                   help="report counterexamples as first found, not shrunk (faster; bigger repro scripts)")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
     v.set_defaults(func=_verify)
 

@@ -1,8 +1,8 @@
 """Symbolic rewrites the lowering applies to index and grid expressions.
 
 ``replace_floor_div`` is the FX wrapper codegen seed's rewrite (torch's
-``torch._inductor.codegen.wrapper_fxir.replace_floor_div``, ../shared/notes/torch-2.13-facts.md
-section 5b): ``floor`` of a product with rational or negative-power factors becomes ``FloorDiv``
+``torch._inductor.codegen.wrapper_fxir.replace_floor_div``, docs/torch-facts.md
+section 4): ``floor`` of a product with rational or negative-power factors becomes ``FloorDiv``
 of the numerator by the denominator, a form that prints as integer ``//`` and becomes an FX node.
 ``conformance.symbolic`` proves it (``conformance/suite/test_symbolic_rewrites.py``).
 """

@@ -134,10 +134,11 @@ def test_every_verify_option_reaches_the_run(passes, tmp_path):
              "--no-special-values", "--no-constants", "--ensure", "no-input-as-output",
              "--properties", "values,mutations", "--signature", "gm-settings",
              "--settings-factory", f"{passes}:make_settings", "--device", "cpu", "--timeout", "5", "--isolate",
-             "-n", "2", "--json", report, "--repro-dir", tmp_path)
+             "-n", "2", "--no-shrink", "--json", report, "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(report.read_text())
     opts = data["options"]
+    assert opts["shrink"] is False
     assert (opts["graphs"], opts["special_values"], opts["constants"]) == ("mutating", False, False)
     assert (opts["ensure"], opts["signature"], opts["device"]) == (["no-input-as-output"], "gm-settings", "cpu")
     assert (opts["timeout"], opts["isolate"], opts["workers"]) == (5.0, True, 2)

@@ -1,5 +1,5 @@
 """Pass infrastructure (reference_lowering.passes._infra/_manager): each test pins a behaviour where
-torch 2.13's torch.fx.passes.infra is wrong (notes/torch-2.13-facts.md, section 3), so each would
+torch 2.13's torch.fx.passes.infra is wrong (docs/torch-facts.md, section 3), so each would
 fail against torch's implementation, plus the drop-in behaviour that must stay the same."""
 
 from __future__ import annotations

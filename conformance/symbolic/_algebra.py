@@ -3,7 +3,7 @@
 A value is a rational. In ``Z3Algebra`` it is a pair ``(P, Q)`` of z3 integer terms (``Q`` may
 be a plain int) meaning ``P / Q``: rationals never become z3 reals, so everything stays integer
 arithmetic, and ``floor(P / Q)`` is a fresh integer ``k`` with ``Q*k <= P < Q*k + Q`` (the
-encoding ../shared/notes/torch-2.13-facts.md section 5c found instant where ``ToInt(ToReal(..))``
+encoding docs/torch-facts.md section 4 found instant where ``ToInt(ToReal(..))``
 timed out). In ``PyAlgebra`` a value is a ``fractions.Fraction`` and nothing is approximate.
 
 Both record definedness: ``require(cond)`` in z3 collects ``path => cond`` (a divisor is non-zero

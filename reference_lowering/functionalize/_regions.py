@@ -2,7 +2,7 @@
 
 A pre-dispatch graph switches grad mode with ``torch._C._set_grad_enabled(False)`` ...
 ``(True)``, hard-coding the restore: called under ``no_grad`` it turns grad mode on and leaves it
-on (../shared/notes/torch-2.13-facts.md section 2e). Each region here becomes one higher-order op
+on (docs/torch-facts.md, section 2). Each region here becomes one higher-order op
 node whose body is a functional subgraph of the region's nodes; the op sets the mode for the body
 and restores the caller's afterwards. Values the region computes that later nodes use (new values
 of written storages included) are the body's outputs, so writes inside a region reach later uses.

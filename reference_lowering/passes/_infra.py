@@ -1,6 +1,6 @@
 """Pass building blocks, drop-in for ``torch.fx.passes.infra.pass_base`` and ``pass_result_wrapper``.
 
-Two of torch 2.13's behaviours are fixed here (notes/torch-2.13-facts.md, section 3):
+Two of torch 2.13's behaviours are fixed here (docs/torch-facts.md, section 3):
 ``PassBase.ensures`` saw the module the pass was GIVEN instead of the one it returned, and
 ``pass_result_wrapper`` claimed ``modified=True`` for every call, so ``PassManager(steps=N)`` re-ran a
 no-op pass N times. The wrapper here compares a structural fingerprint of the graph before and after.

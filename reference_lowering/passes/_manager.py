@@ -1,7 +1,7 @@
 """PassManager and pass-order constraints, drop-in for ``torch.fx.passes.infra.pass_manager``.
 
 Same constructor, methods and constraint polarity as torch 2.13, without its measured flaws
-(notes/torch-2.13-facts.md, section 3): the schedule is sorted over list POSITIONS, so a pass listed
+(docs/torch-facts.md, section 3): the schedule is sorted over list POSITIONS, so a pass listed
 twice no longer gives a false "circular dependency"; constraints are re-solved whenever the lists
 change (also by direct mutation) and validated on every call; a real cycle names the passes on it;
 ``suppress_check_failures`` is honoured; ``graph.lint()`` runs after each pass when checks are asked
