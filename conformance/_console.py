@@ -28,9 +28,9 @@ class ConsoleReporter:
 
     def start(self, target, max_examples, options):
         self.total = max_examples
+        specials = f"on ({options.get('specials', 'strict')})" if options["special_values"] else "off"
         self._line(f"fx-conformance verify {target}: up to {max_examples} examples, graphs={options['graphs']}, "
-                   f"special values {'on' if options['special_values'] else 'off'} ({options.get('specials', 'strict')}), "
-                   f"device={options['device']}")
+                   f"special values {specials}, device={options['device']}")
         if self.rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -63,8 +63,8 @@ class ConsoleReporter:
         rows += [(v.property, "-", "VIOLATED") for v in result.violations if v.property not in result.properties]
         for v in result.violations:
             self._line("")
-            shrunk = result.options.get("shrink", True)
-            self._line(f"{v.property} violated by {'a minimal graph' if shrunk else 'a graph (not shrunk: --no-shrink)'}:")
+            graph = "a minimal graph" if result.options.get("shrink", True) else "a graph (not shrunk: --no-shrink)"
+            self._line(f"{v.property} violated by {graph}:")
             self._line(_indent(v.message))
             self._line("  inputs:")
             self._line(_indent(v.inputs, 4))

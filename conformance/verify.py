@@ -38,8 +38,8 @@ from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tenso
                        snapshot, to_device)
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import (SPECIALS, attr_or_none, compare_metadata, compare_values, least_precise, reference_run,
-                     scalar_path_run, tensor_constants)
+from .oracle import (SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values, least_precise,
+                     reference_run, scalar_path_run, tensor_constants)
 
 
 class ExampleTimeout(BaseException):
@@ -240,7 +240,7 @@ class _Run:
             message = compare_metadata(a, e, what, strides=storage_of(e) in inputs and not copied)
             if message is None and not isinstance(e, torch.Tensor):
                 message = compare_values(a, e, what)
-            elif message is None and not _quick_equal(a, e):
+            elif message is None and not bitwise_equal(a, e):
                 ref = self.reference()
                 computed_in = least_precise(sources[i], ref[3]) if ref and i < len(sources) else None
                 message = self.compare(a, e, what, lambda run: run[0][i], computed_in)
@@ -276,7 +276,7 @@ class _Run:
         run), else the message, saying whether the original changed that state (``before``: never run).
         ``pick(reference)`` is the fp64 value of that state, for the oracle."""
         message = compare_metadata(a, e, what, strides=True)
-        if message is None and isinstance(e, torch.Tensor) and not _quick_equal(a, e):
+        if message is None and isinstance(e, torch.Tensor) and not bitwise_equal(a, e):
             message = self.compare(a, e, what, pick)
         if message is None:
             return None
@@ -339,19 +339,6 @@ def _pristine(gm: fx.GraphModule) -> fx.GraphModule:
     return gm
 
 
-def _quick_equal(a, e) -> bool:
-    """Bitwise-equal tensors (NaN payload included): the fast path for nearly every example."""
-    if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.dtype != e.dtype or a.shape != e.shape:
-        return False
-    if a.is_floating_point():
-        n = a.element_size()
-        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(n)
-        if view is None:
-            return False
-        return torch.equal(a.contiguous().view(view), e.contiguous().view(view))
-    return torch.equal(a, e)
-
-
 def alias_map(outputs, inputs, constants: dict) -> list:
     """Per output, the set of what it shares storage with: 'input[i]', 'a constant', 'output[j]'."""
     by_storage = {}
@@ -374,7 +361,7 @@ def _aliases(tags) -> str:
 
 def _changed(after, before) -> bool:
     """Whether a run changed a tensor's values or metadata (``before``: the untouched original)."""
-    return not (isinstance(after, torch.Tensor) and _quick_equal(after, before)
+    return not (isinstance(after, torch.Tensor) and bitwise_equal(after, before)
                 and compare_metadata(after, before, "", strides=True) is None)
 
 

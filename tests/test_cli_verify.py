@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
+
+from conformance.cli import main
 
 PASSES = textwrap.dedent('''
     import torch
@@ -72,15 +75,17 @@ def _cli(*args, cwd=None):
                           text=True, cwd=cwd, timeout=600)
 
 
-def test_bad_target_is_one_line_and_exit_2(passes):
-    for target in ("no.such.module:fn", f"{passes}:missing", "no_colon", f"{passes.parent}/nope.py:fn"):
-        r = _cli("verify", target)
-        assert r.returncode == 2, (target, r.stdout, r.stderr)
-        lines = [line for line in r.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("fx-conformance verify: error:"), r.stderr
-        assert "Traceback" not in r.stdout + r.stderr
-    r = _cli("verify", f"{passes}:identity", "--graphs", "nope")
-    assert r.returncode == 2
+def test_bad_target_is_one_line_and_exit_2(passes, capsys):
+    r = _cli("verify", "no.such.module:fn")  # as a user runs it: one line, no traceback from the process
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
+    assert r.stderr.strip().startswith("fx-conformance verify: error:") and len(r.stderr.strip().splitlines()) == 1
+    for target in (f"{passes}:missing", "no_colon", f"{passes.parent}/nope.py:fn"):  # the same code, in-process
+        assert main(["verify", target]) == 2, target
+        out, err = capsys.readouterr()
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("fx-conformance verify: error:"), err
+        assert "Traceback" not in out + err
+    assert main(["verify", f"{passes}:identity", "--graphs", "nope"]) == 2
 
 
 def test_identity_passes(passes, tmp_path):
@@ -111,17 +116,32 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path):
     assert "values: output[0]" in repro.stdout
 
 
+# Hypothesis profiles for plugin runs, which test the wiring (options reach the checkers, results
+# reach pytest): a run that must pass draws 6 graphs per property; one that must fail draws `ci`'s
+# 25 and stops at the first failure, unshrunk.
+SMOKE_PROFILE = textwrap.dedent('''
+    from hypothesis import Phase, settings
+    settings.register_profile("smoke", max_examples=6, derandomize=True, database=None, deadline=None)
+    settings.register_profile("find", max_examples=25, derandomize=True, database=None, deadline=None,
+                              phases=(Phase.explicit, Phase.generate))
+''')
+
+
+def _pytest(*args, cwd, profile):
+    (cwd / "smoke_profile.py").write_text(SMOKE_PROFILE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "smoke_profile",
+                           f"--hypothesis-profile={profile}", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+
+
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
+    ok = _pytest(f"--fx-pass={passes}:identity", "--fx-specials", "relaxed", cwd=tmp_path, profile="smoke")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    assert "4 passed, 1 skipped" in ok.stdout and "specials: relaxed" in ok.stdout
     # A pass wrong on every graph: the test is about the plugin reporting a failure, not about how
     # often 25 graphs contain a non-commutative op (swap_sub was missed by some profiles and seeds).
-    def pytest_run(target):
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={passes}:{target}",
-                               "--hypothesis-profile=ci", "-q"], capture_output=True, text=True, cwd=tmp_path,
-                              timeout=600)
-    ok = pytest_run("identity")
-    assert ok.returncode == 0, ok.stdout[-3000:]
-    assert "4 passed, 1 skipped" in ok.stdout
-    bad = pytest_run("plus_one")
+    bad = _pytest(f"--fx-pass={passes}:plus_one", "-q", cwd=tmp_path, profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "violates values" in bad.stdout
 
@@ -146,31 +166,31 @@ def test_every_verify_option_reaches_the_run(passes, tmp_path):
     assert data["examples"] == 12 and data["isolated"] is True
 
 
-def test_selected_properties_and_contracts_decide_the_verdict(passes, tmp_path):
-    """A pass with right values that breaks `functional`: passes on values alone, fails the contract."""
-    common = ("--max-examples", "60", "--seed", "0", "--repro-dir", tmp_path)
-    r = _cli("verify", f"{passes}:reinplace_neg", "--properties", "values", *common)
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = _cli("verify", f"{passes}:reinplace_neg", "--properties", "values", "--ensure", "functional", *common)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "contracts:functional violated by a minimal graph" in r.stdout
-    r = _cli("verify", f"{passes}:plus_one", "--properties", "mutations", *common)
-    assert r.returncode == 0, r.stdout + r.stderr  # wrong values, but values were not asked for
-    r = _cli("verify", f"{passes}:trt_style", "--signature", "gm-settings", *common)
-    assert r.returncode == 2 and "settings" in r.stderr  # the form needs a factory: a usage error
+def test_selected_properties_and_contracts_decide_the_verdict(passes, tmp_path, capsys):
+    """A pass with right values that breaks `functional`: passes on values alone, fails the contract.
+    (The CLI's main() in-process: the other tests here run it as a process.)"""
+    common = ["--max-examples", "60", "--seed", "0", "--repro-dir", str(tmp_path)]
+    assert main(["verify", f"{passes}:reinplace_neg", "--properties", "values", *common]) == 0
+    assert main(["verify", f"{passes}:reinplace_neg", "--properties", "values", "--ensure", "functional", *common]) == 1
+    assert "contracts:functional violated by a minimal graph" in capsys.readouterr().out
+    # wrong values, but values were not asked for
+    assert main(["verify", f"{passes}:plus_one", "--properties", "mutations", *common]) == 0
+    # the form needs a factory: a usage error
+    assert main(["verify", f"{passes}:trt_style", "--signature", "gm-settings", *common]) == 2
+    assert "settings" in capsys.readouterr().err
 
 
 def test_pytest_plugin_with_xdist_mutating_graphs_and_a_contract(passes, tmp_path):
-    def pytest_run(target, graphs, contract):
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--fx-pass={target}",
-                               "--fx-graphs", graphs, "--fx-ensure", contract, "--hypothesis-profile=ci", "-n", "2"],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    ok = pytest_run("reference_lowering.passes:repair_input_as_output", "mutating", "no-input-as-output")
+    def pytest_run(target, graphs, contract, *more, profile):
+        return _pytest(f"--fx-pass={target}", "--fx-graphs", graphs, "--fx-ensure", contract, *more,
+                       cwd=tmp_path, profile=profile)
+    ok = pytest_run("reference_lowering.passes:repair_input_as_output", "mutating", "no-input-as-output", "-n", "2",
+                    profile="smoke")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "5 passed" in ok.stdout and "created: 2/2 workers" in ok.stdout
-    assert re.search(r"fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile ci, device cpu", ok.stdout)
+    assert re.search(r"fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile smoke, device cpu", ok.stdout)
     assert "on mutating graphs, contracts: no-input-as-output" in ok.stdout
-    bad = pytest_run(f"{passes}:reinplace_neg", "functional", "functional")
+    bad = pytest_run(f"{passes}:reinplace_neg", "functional", "functional", profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "FAILED" in bad.stdout and "test_contracts" in bad.stdout and "4 passed" in bad.stdout
 
@@ -213,3 +233,17 @@ def test_run_passes_pytest_arguments_and_reports_xfails_in_their_own_column():
     assert header.split()[1:] == ["passed", "failed", "skipped", "xfailed"]
     passed, failed, skipped, xfailed = map(int, row.split()[1:])
     assert (passed, failed, skipped) == (0, 0, 0) and xfailed >= 8  # the torch divergences, each listed
+
+
+def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_path):
+    report, md, junit = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.xml"
+    r = _cli("verify", f"{passes}:identity", "--max-examples", "3", "--seed", "0", "--specials", "relaxed",
+             "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "special values on (relaxed)" in r.stdout
+    opts = json.loads(report.read_text())["options"]
+    assert (opts["specials"], opts["signed_zeros"]) == ("relaxed", True)
+    assert "specials relaxed" in md.read_text()
+    assert 'name="specials" value="relaxed"' in junit.read_text()
+    bad = _cli("verify", f"{passes}:identity", "--specials", "loose")
+    assert bad.returncode == 2 and "invalid choice: 'loose'" in bad.stderr

@@ -21,6 +21,7 @@ import z3
 from torch.utils._sympy import functions as tf
 
 from conformance import UsageError
+from conformance.cli import main
 from conformance.symbolic import INERT, SEMANTICS, UnsupportedExpression, parse, prove_equal, prove_implies
 from conformance.symbolic._algebra import PyAlgebra, Undefined, Z3Algebra
 from conformance.symbolic._semantics import Translator
@@ -236,23 +237,30 @@ def _prove_cli(*args):
                           timeout=120)
 
 
-def test_cli_exit_codes_output_and_json(tmp_path):
-    ok = _prove_cli("floor((s0 + 7)/8)", "FloorDiv(s0 + 7, 8)")
-    assert ok.returncode == 0 and ok.stdout.startswith("proved: floor((s0 + 7)/8) == FloorDiv(s0 + 7, 8) (")
+def test_cli_exit_codes_output_and_json(tmp_path, capsys):
+    # one run as a user makes it (a process); the other cases call the same main() in-process
     bad = _prove_cli("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--json", str(tmp_path / "v.json"))
     assert bad.returncode == 1 and "refuted:" in bad.stdout and "counterexample: a=" in bad.stdout
     record = json.loads((tmp_path / "v.json").read_text())
     assert record["verdict"] == "refuted" and record["counterexample"]["b"] < 0
     assert int(record["lhs_value"]) != int(record["rhs_value"])
-    fixed = _prove_cli("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--assume", "b > 0")
-    assert fixed.returncode == 0, fixed.stdout
-    slow = _prove_cli("Min(1, Abs(a**3 + b**3 - c**3))", "1", "--assume", "a > 0", "--assume", "b > 0",
-                      "--assume", "c > 0", "--timeout-ms", "200")  # Fermat, n=3: true, beyond z3
-    assert slow.returncode == 3 and "unknown:" in slow.stdout
+
+    def prove(*args):
+        code = main(["prove", *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = prove("floor((s0 + 7)/8)", "FloorDiv(s0 + 7, 8)")
+    assert code == 0 and out.startswith("proved: floor((s0 + 7)/8) == FloorDiv(s0 + 7, 8) (")
+    code, out, _ = prove("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--assume", "b > 0")
+    assert code == 0, out
+    code, out, _ = prove("Min(1, Abs(a**3 + b**3 - c**3))", "1", "--assume", "a > 0", "--assume", "b > 0",
+                         "--assume", "c > 0", "--timeout-ms", "200")  # Fermat, n=3: true, beyond z3
+    assert code == 3 and "unknown:" in out
     for args in (("FloorDiv(", "1"), ("x", "y", "--assume", "x"), ("sin(x)", "x")):
-        usage = _prove_cli(*args)
-        assert usage.returncode == 2, usage.stdout + usage.stderr
-        assert usage.stderr.startswith("fx-conformance prove: error:") and "Traceback" not in usage.stderr
+        code, out, err = prove(*args)
+        assert code == 2, out + err
+        assert err.startswith("fx-conformance prove: error:") and "Traceback" not in err
 
 
 def test_cli_counterexample_is_the_same_whatever_the_hash_seed():
