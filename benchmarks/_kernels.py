@@ -8,6 +8,7 @@ timing. Bytes moved count each input's storage read once and each output written
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -122,13 +123,29 @@ def provider(name: str, gm: fx.GraphModule, inputs: tuple):
     if name == "inductor":
         import torch._inductor.config as inductor_config
 
+        _inductor_cache_per_capability()
         compiled = torch.compile(gm, fullgraph=True, dynamic=False)
-        # Inductor skips the f16/bf16 rounding of intermediates unless asked (docs/torch-facts.md, section 5): asked, so it
-        # computes what eager and reference_lowering compute. Compilation happens at the first call.
+        # Inductor skips the f16/bf16 rounding of intermediates unless asked (docs/torch-facts.md, section 5):
+        # asked, so it computes what eager and reference_lowering compute. Compilation happens at the first call.
         with inductor_config.patch(emulate_precision_casts=True):
             compiled(*inputs)
         return compiled, "compiled"
     raise ValueError(f"provider={name!r}, but should be one of {PROVIDERS}")
+
+
+def _inductor_cache_per_capability() -> None:
+    """torch 2.13 keys Inductor's precompiled C++ header without the CPU capability: one built under
+    AVX2 fails every later compile under ATEN_CPU_CAPABILITY=default (docs/torch-facts.md, section 5).
+    Unless the user chose a cache directory, each capability gets its own."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # another torch release: its own default
+        return
+
+    capability = torch.backends.cpu.get_cpu_capability().lower()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default_cache_dir(), f"cpu-{capability}")
 
 
 # --- timing ---------------------------------------------------------------------------------------
