@@ -12,7 +12,7 @@ WORKERS ?= auto
 PYTEST_FLAGS = -q -p no:cacheprovider --dist worksteal --hypothesis-profile=$(PROFILE)
 # Tests whose expected values come from eager CPU kernels (docs/design.md, "Where it runs").
 NUMERICS := tests/test_pointwise_table.py tests/test_pointwise_golden.py tests/test_pointwise.py \
-	tests/test_specials.py tests/test_verify.py conformance/suite/test_pointwise_lowering.py
+	tests/test_specials.py tests/test_verify.py conformance/suite/test_pointwise_lowering.py benchmarks/test_kernels.py
 CAPABILITIES ?= default avx2
 # The capabilities among its arguments that this CPU has and this process does not already use.
 export OTHER_CAPABILITIES = import sys, torch; \
@@ -45,7 +45,8 @@ test: $(STAMP)
 		--benchmark-disable
 	@for cap in $$($(VPY) -c "$$OTHER_CAPABILITIES" $(CAPABILITIES)); do \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
-		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) || exit 1; \
+		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) --benchmark-disable \
+			|| exit 1; \
 	done
 	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic \
 		-q -p no:cacheprovider --hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning

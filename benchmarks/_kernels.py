@@ -137,13 +137,13 @@ def _inductor_cache_per_capability() -> None:
     """torch 2.13 keys Inductor's precompiled C++ header without the CPU capability: one built under
     AVX2 fails every later compile under ATEN_CPU_CAPABILITY=default (docs/torch-facts.md, section 5).
     Unless the user chose a cache directory, each capability gets its own."""
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
-        return
     try:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:  # another torch release: its own default
         return
-
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # torch writes its default here on first use
+    if chosen is not None and os.path.abspath(chosen) != os.path.abspath(default_cache_dir()):
+        return
     capability = torch.backends.cpu.get_cpu_capability().lower()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default_cache_dir(), f"cpu-{capability}")
 
