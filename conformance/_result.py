@@ -15,6 +15,12 @@ PROPERTIES = ("validity", "values", "mutations", "aliasing", "contracts", "idemp
 DEFAULT_PROPERTIES = ("validity", "values", "mutations", "aliasing")
 EXECUTION = "execution"
 
+# Special-values policies (the oracle). strict: NaN/+-inf exactly where the original has them
+# (overflow to inf is behaviour: loss scaling relies on it). relaxed: where the original's NaN/inf is
+# absent from the fp64 reference (it overflowed or lost the value), the reference's value or a finite
+# value within tolerance of it passes too; a NaN/inf the original does not have fails under both.
+SPECIALS = ("strict", "relaxed")
+
 
 @dataclass
 class Violation:

@@ -108,7 +108,7 @@ def _positive_float(text: str) -> float:
 
 
 def _add_verify(sub) -> None:
-    from ._result import PROPERTIES
+    from ._result import PROPERTIES, SPECIALS
     from .adapters import SIGNATURES
 
     v = sub.add_parser("verify", help="verify a graph pass on generated graphs",
@@ -122,7 +122,7 @@ def _add_verify(sub) -> None:
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
-    v.add_argument("--specials", choices=("strict", "relaxed"), default="strict",
+    v.add_argument("--specials", choices=SPECIALS, default="strict",
                    help="strict (default): NaN/inf exactly where the original has them; relaxed: where the "
                         "original overflows or loses a value the fp64 reference has, a result near the "
                         "reference passes too")

@@ -20,6 +20,8 @@ import operator
 import torch
 import torch.fx as fx
 
+from ._result import SPECIALS
+
 # dtype -> (rtol, atol): torch.testing.assert_close's defaults (torch/testing/_comparison.py).
 # One row per dtype; anything not listed (ints, bool, float8) compares exactly.
 TOLERANCES = {
@@ -35,12 +37,6 @@ TOLERANCES = {
 ERROR_RATIO = 2.0
 ERROR_RATIO_LOW_PRECISION = 3.0  # float16 / bfloat16, and tensors of fewer than TINY elements
 TINY = 16
-
-# Special-values policies. strict: NaN/+-inf exactly where the original has them (overflow to inf is
-# behaviour: loss scaling relies on it). relaxed: where the original's NaN/inf is absent from the fp64
-# reference (it overflowed or lost the value), the reference's value or a finite value within
-# tolerance of it passes too; a NaN/inf the original does not have fails under both.
-SPECIALS = ("strict", "relaxed")
 
 
 def tolerance(dtype: torch.dtype) -> tuple:

@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from . import profiles  # noqa: F401  (registers dev/ci/nightly before Hypothesis loads a profile)
+from ._result import SPECIALS
 
 
 THIRD_PARTY_MODULE = pathlib.Path(__file__).resolve().parent / "suite" / "test_third_party_pass.py"
@@ -27,7 +28,7 @@ def pytest_addoption(parser):
                     help="graphs for --fx-pass: functional (default) or mutating")
     group.addoption("--fx-ensure", action="append", default=[], metavar="NAME",
                     help="a contract --fx-pass must keep (repeatable)")
-    group.addoption("--fx-specials", choices=("strict", "relaxed"), default="strict",
+    group.addoption("--fx-specials", choices=SPECIALS, default="strict",
                     help="special-values policy for --fx-pass: strict (default) or relaxed (see fx-conformance "
                          "verify --help)")
     group.addoption("--fx-signature", default=None, help="the calling form of --fx-pass (default: detected)")
