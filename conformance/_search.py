@@ -25,7 +25,7 @@ from ._errors import HarnessError, UsageError
 from ._isolate import ChildDied, can_isolate, run_forked
 from ._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
 from .adapters import load_pass
-from .oracle import SPECIALS, describe
+from .oracle import describe
 from .repro import write_repro
 from .verify import Checker, can_time_out
 
@@ -219,8 +219,6 @@ def _options(args: dict) -> dict:
         raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
     if not isinstance(args["workers"], int) or args["workers"] < 1:
         raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
-    if args["specials"] not in SPECIALS:
-        raise UsageError(f"specials={args['specials']!r}, but should be one of {', '.join(SPECIALS)}")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
     device = args["device"]

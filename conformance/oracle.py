@@ -95,7 +95,8 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
     did not (``least_precise``): an f64 output of an f32 computation is only as exact as f32, and gets
     f32's tolerances. ``specials`` is the special-values policy (``SPECIALS``). ``alternatives`` are
     other results eager gives for the same computation (its scalar kernels where the vectorized ones
-    differ: ``scalar_path_run``): an element passes when it passes against any of them.
+    differ: ``scalar_path_run``), or a function returning them, called only when ``expected`` alone
+    does not pass: an element passes when it passes against any of them.
 
     >>> x = torch.tensor([3e38])
     >>> compare_values(x, x * 2 / 2, "out", reference=x.double()).splitlines()[-1].strip()
@@ -111,34 +112,38 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
         return f"{what}={actual!r}, but should be {expected!r}"
     if expected.numel() == 0:
         return None
-    a = actual.detach()
-    variants = [expected.detach()] + [t.detach().to(a.device) for t in alternatives if isinstance(t, torch.Tensor)
-                                      and t.shape == expected.shape and t.dtype == expected.dtype]
-    if not (expected.is_floating_point() or expected.is_complex()):
-        bad = a != variants[0]
-        for e in variants[1:]:
-            bad &= a != e
+    a, e = actual.detach(), expected.detach()
+
+    def others():
+        found = alternatives() if callable(alternatives) else alternatives
+        return [t.detach().to(a.device) for t in found or () if isinstance(t, torch.Tensor)
+                and t.shape == e.shape and t.dtype == e.dtype]
+
+    if not (e.is_floating_point() or e.is_complex()):
+        bad = a != e
+        for other in others() if bool(bad.any()) else ():
+            bad &= a != other
         if not bool(bad.any()):
             return None
-        return _report(what, a, variants[0], bad, "exactly equal (integer/bool dtype)")
-    a64 = a.to(torch.float64)
-    r64 = reference.detach().to(a.device, torch.float64) \
-        if reference is not None and reference.shape == expected.shape else None
-    tol_dtype = expected.dtype if computed_in is None or _eps(computed_in) <= _eps(expected.dtype) else computed_in
-    found = []
-    for e in variants:
-        judged = _judge(a64, e.to(torch.float64), r64, tol_dtype, signed_zeros, specials)
-        if judged is None:
+        return _report(what, a, e, bad, "exactly equal (integer/bool dtype)")
+    a64, e64 = a.to(torch.float64), e.to(torch.float64)
+    r64 = reference.detach().to(a.device, torch.float64) if reference is not None and reference.shape == e.shape \
+        else None
+    tol_dtype = e.dtype if computed_in is None or _eps(computed_in) <= _eps(e.dtype) else computed_in
+    judged = _judge(a64, e64, r64, tol_dtype, signed_zeros, specials)
+    if judged is None:
+        return None
+    bad, special, rules = judged
+    for other in others():  # an element passes against any of eager's results
+        other_judged = _judge(a64, other.to(torch.float64), r64, tol_dtype, signed_zeros, specials)
+        if other_judged is None:
             return None
-        found.append(judged)
-    bad, special, rules = found[0]
-    for other_bad, other_special, _ in found[1:]:
-        bad, special = bad & other_bad, special & other_bad
+        bad = bad & other_judged[0]
     if not bool(bad.any()):
         return None
     special &= bad
-    hint = _relaxed_hint(a64, variants[0].to(torch.float64), r64, special) if specials == "strict" else None
-    return _report(what, a, variants[0], bad, "; ".join(rules), special=special, reference=r64, hint=hint)
+    hint = _relaxed_hint(a64, e64, r64, special) if specials == "strict" else None
+    return _report(what, a, e, bad, "; ".join(rules), special=special, reference=r64, hint=hint)
 
 
 def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "output", *, specials: str = "strict",
@@ -168,17 +173,14 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
 
     for i, (a, e) in enumerate(zip(actual, expected)):
         name = f"{what}[{i}]"
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
-            a, e = a.cpu(), e.cpu()
-            if a.shape != e.shape or a.dtype != e.dtype:
-                return f"{name}={describe(a)}, but should be {describe(e)}"
-            if bitwise_equal(a, e):
-                continue
-        ref = run("reference") if isinstance(e, torch.Tensor) else None
-        kw = dict(reference=ref[i] if ref else None, signed_zeros=signed_zeros, specials=specials)
-        message = compare_values(a, e, name, **kw)
-        if message is not None and isinstance(e, torch.Tensor) and run("scalar") is not None:
-            message = compare_values(a, e, name, alternatives=(run("scalar")[i],), **kw)
+        message = compare_metadata(a, e, name, strides=False)
+        if message is None and not isinstance(e, torch.Tensor):
+            message = compare_values(a, e, name)
+        elif message is None and not bitwise_equal(a, e):
+            ref = run("reference")
+            message = compare_values(a.cpu(), e.cpu(), name, reference=ref[i] if ref else None,
+                                     signed_zeros=signed_zeros, specials=specials,
+                                     alternatives=lambda: [run("scalar")[i]] if run("scalar") else [])
         if message is not None:
             return message
     return None
@@ -255,7 +257,8 @@ def _relaxed_hint(a64, e64, r64, special) -> str | None:
         return None
     i = int(torch.nonzero(special.flatten())[0])
     a, e, r = (float(t.flatten()[i]) for t in (a64, e64, r64))
-    if math.isfinite(e) or _same_value(torch.tensor(e), torch.tensor(r)) or not (math.isfinite(a) or a == r):
+    lost = not math.isfinite(e) and not (e == r or (math.isnan(e) and math.isnan(r)))
+    if not lost or not (math.isfinite(a) or a == r):
         return None
     if math.isfinite(r):
         return (f"the original overflows here (the fp64 reference is {r:.6g}); if your pass may avoid overflow, "

@@ -211,15 +211,10 @@ class _Run:
     def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
         """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
         it differs, eager's scalar-kernel result is as acceptable as the original's."""
-        ref = self.reference()
-        kw = dict(reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros, computed_in=computed_in,
-                  specials=self.c.specials)
-        message = compare_values(a, e, what, **kw)
-        if message is not None:
-            scalar = self.scalar_path()
-            if scalar is not None and pick(scalar) is not None:
-                message = compare_values(a, e, what, alternatives=(pick(scalar),), **kw)
-        return message
+        ref, scalar = self.reference(), self.scalar_path
+        return compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros,
+                              computed_in=computed_in, specials=self.c.specials,
+                              alternatives=lambda: [pick(scalar())] if scalar() else [])
 
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):

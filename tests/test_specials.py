@@ -180,12 +180,28 @@ def test_a_result_matching_neither_eager_kernel_fails():
     assert [v.property for v in verdict.violations] == ["values"]
 
 
-def test_a_mutated_input_may_match_either_eager_kernel():
+def test_a_mutated_input_may_match_either_eager_kernel(monkeypatch):
     def body(g, c, x):
         g.call_function(aten.copy_.default, (x, c(QUIRKY, x)))
         return [c(aten.mul.Tensor, x, 1.0)]
 
     assert check(_retarget(aten.clone.default), build(1, body), INF).ok
+    monkeypatch.setattr(verify_module, "scalar_path_run", lambda gm, inputs: None)
+    verdict = check(_retarget(aten.clone.default), build(1, body), INF)
+    assert {v.property for v in verdict.violations} == {"values", "mutations"}
+
+
+def test_eager_alternatives_are_computed_only_for_a_value_that_differs():
+    calls = []
+
+    def alternatives():
+        calls.append(1)
+        return [torch.tensor([1.0, float("inf")])]
+
+    x = torch.tensor([1.0, float("nan")])
+    assert compare_values(x.clone(), x, "o", alternatives=alternatives) is None and not calls
+    assert compare_values(torch.tensor([1.0, float("inf")]), x, "o", alternatives=alternatives) is None
+    assert calls == [1]
 
 
 # --- the option everywhere ------------------------------------------------------------------------
