@@ -11,7 +11,7 @@ over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit, Markd
 
 from ._errors import HarnessError, UsageError
 from ._result import DEFAULT_PROPERTIES, PROPERTIES, Verdict, VerifyResult, Violation
-from ._search import verify
+from .search import verify
 from .adapters import SIGNATURES, PassUnderTest, load_pass
 from .contracts import CONTRACTS, register_contract
 from .oracle import TOLERANCES

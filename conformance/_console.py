@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ._result import VerifyResult, Violation
+from ._result import LOW_FIRE_SHARE, VACUOUS_HINT, VerifyResult, Violation
 
 
 class ConsoleReporter:
@@ -54,6 +54,11 @@ class ConsoleReporter:
     def note(self, text: str):
         self._line(f"  note: {text}")
 
+    def focus(self, focus: dict):
+        line = focus_line(focus)
+        if line:
+            self._line(line)
+
     def finish(self, result: VerifyResult):
         if self.progress is not None:
             self.progress.stop()
@@ -76,7 +81,11 @@ class ConsoleReporter:
                 self._line(f"  repro: python {v.repro_path}")
         self._line("")
         self._table(rows)
-        if result.ok:
+        self._line(fire_line(result))
+        if result.vacuous:
+            self._line(f"VACUOUS: the pass changed none of the {result.examples} graphs, so nothing was verified; "
+                       f"{VACUOUS_HINT} (seed {result.seed}, {result.duration_s:.1f} s)")
+        elif result.ok:
             self._line(f"OK: no counterexample in {result.examples} graphs (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
         else:
@@ -99,6 +108,39 @@ class ConsoleReporter:
         widths = [max(len(r[i]) for r in rows + [("property", "graphs checked", "result")]) for i in range(3)]
         for row in [("property", "graphs checked", "result"), *rows]:
             self._line("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def fire_line(result: VerifyResult) -> str:
+    """``the pass changed K of N graphs (P%)``, with a warning when K/N is low."""
+    line = f"the pass changed {result.changed} of {result.examples} graphs ({100 * result.changed_share:.0f}%)"
+    dead = result.changed_dead_code_only
+    if dead and dead == result.changed:
+        line += ("; warning: in every one it only removed dead code, so unless removing dead code is what it is "
+                 f"for, its rewrite never fired; {VACUOUS_HINT}")
+    elif dead:
+        line += f", {dead} of them only by removing dead code"
+    if result.examples and 0 < result.changed_share < LOW_FIRE_SHARE:
+        line += f"; warning: under {LOW_FIRE_SHARE:.0%}, so few graphs tested it; {VACUOUS_HINT}"
+    return line
+
+
+def focus_line(focus: dict) -> str | None:
+    """``focus: aten.log, aten.exp (code), aten.maximum (probe)``: what trigger discovery found."""
+    if not focus or focus.get("mode") == "none":
+        return None
+    groups: dict = {}
+    for item in focus.get("ops", ()):
+        groups.setdefault(item["how"], []).append(item["op"])
+    parts = [f"{', '.join(ops)} ({how})" for how, ops in groups.items()]
+    missing = focus.get("not_in_catalog", ())
+    if missing:
+        parts.append(f"{', '.join(missing)} (code; not in the op catalog, so no drawn graph has it)")
+    consts = focus.get("constants", ())
+    if consts:
+        parts.append(f"constants {', '.join(map(repr, consts))}")
+    if not parts:
+        return "focus: nothing found (the pass's code names no catalog op and no one-op graph changed)"
+    return "focus: " + "; ".join(parts)
 
 
 def _indent(text: str, n: int = 2) -> str:

@@ -21,6 +21,10 @@ EXECUTION = "execution"
 # value within tolerance of it passes too; a NaN/inf the original does not have fails under both.
 SPECIALS = ("strict", "relaxed")
 
+# Below this share of changed graphs a verdict says little: the console warns.
+LOW_FIRE_SHARE = 0.10
+VACUOUS_HINT = "try --focus aten.OP,... (the ops your pass rewrites) or --graphs mutating"
+
 
 @dataclass
 class Violation:
@@ -54,6 +58,8 @@ class Verdict:
     checked: tuple = ()
     violations: list = field(default_factory=list)
     graph_after: str = ""  # gm.code of what the pass returned
+    changed: int | None = None  # nodes the pass changed (conformance.changes); None: it returned no graph
+    dead_code_only: bool = False  # all it changed was removing dead code
 
     @property
     def ok(self) -> bool:
@@ -79,6 +85,8 @@ class VerifyResult:
 
     target: str
     examples: int = 0  # graphs checked, shrinking runs included (so it can exceed max_examples)
+    changed: int = 0  # of those, the graphs the pass changed (0 with no violation: a vacuous verdict)
+    changed_dead_code_only: int = 0  # of those, the graphs where it only removed dead code
     violations: list = field(default_factory=list)  # one per violated property, minimal example
     properties: dict = field(default_factory=dict)  # name -> PropertyCount
     options: dict = field(default_factory=dict)
@@ -87,10 +95,20 @@ class VerifyResult:
     duration_s: float = 0.0
     interrupted: bool = False
     isolated: bool = False  # examples ran in subprocesses (asked for, or after a crash)
+    focus: dict = field(default_factory=dict)  # what trigger discovery found and how the search used it
 
     @property
     def ok(self) -> bool:
         return not self.violations and not self.interrupted
+
+    @property
+    def vacuous(self) -> bool:
+        """No violation, but the pass changed none of the graphs: nothing was verified."""
+        return self.ok and self.examples > 0 and self.changed == 0
+
+    @property
+    def changed_share(self) -> float:
+        return self.changed / self.examples if self.examples else 0.0
 
     @property
     def repro_path(self) -> str | None:

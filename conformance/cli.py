@@ -1,4 +1,5 @@
-"""``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error (``prove``: 3 unknown)."""
+"""``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error (``prove``: 3 unknown;
+``verify``: 4 vacuous, the pass changed no graph)."""
 
 from __future__ import annotations
 
@@ -37,13 +38,19 @@ def _verify(args) -> int:
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
-                        specials=args.specials, shrink=not args.no_shrink, reporter=ConsoleReporter())
+                        specials=args.specials, shrink=not args.no_shrink, focus=args.focus,
+                        reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
     if result.violations:
         return 1
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        return 130
+    return VACUOUS_EXIT if result.vacuous and not args.allow_vacuous else 0
+
+
+VACUOUS_EXIT = 4  # like pytest's 5 for "no tests ran": nothing was verified
 
 
 _PROVE_EXIT = {"proved": 0, "refuted": 1, "unknown": 3}
@@ -113,7 +120,8 @@ def _add_verify(sub) -> None:
 
     v = sub.add_parser("verify", help="verify a graph pass on generated graphs",
                        description="Verify an FX graph pass on generated ATen graphs. Exit 0: no counterexample; "
-                                   "1: a property was violated; 2: usage error.")
+                                   "1: a property was violated; 2: usage error; 4: vacuous (the pass changed none of "
+                                   "the graphs, so nothing was verified).")
     v.add_argument("target", help="the pass: pkg.module:attr or path/to/file.py:attr")
     v.add_argument("--max-examples", type=_positive_int, default=200, help="graphs to generate (default 200)")
     v.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed at the end)")
@@ -145,6 +153,11 @@ def _add_verify(sub) -> None:
                    help="where counterexample scripts go (default reports/repro/)")
     v.add_argument("--no-shrink", action="store_true",
                    help="report counterexamples as first found, not shrunk (faster; bigger repro scripts)")
+    v.add_argument("--focus", default="auto", metavar="auto|none|OPS",
+                   help="draw more of what the pass acts on: auto (found from its code and by probing it on "
+                        "one-op graphs; default), none, or ops such as aten.log,aten.exp")
+    v.add_argument("--allow-vacuous", action="store_true",
+                   help="exit 0, not 4, when the pass changed none of the graphs")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
     v.set_defaults(func=_verify)
 

@@ -145,6 +145,7 @@ def report_dict(result, *, static: dict | None = None) -> dict:
         "device": _json_safe(result.options.get("device", "cpu")), "commit": static["commit"],
         "target": result.target, "ok": result.ok, "interrupted": result.interrupted,
         "isolated": result.isolated, "seed": result.seed, "examples": result.examples,
+        "changed": result.changed, "changed_dead_code_only": result.changed_dead_code_only, "vacuous": result.vacuous, "focus": _json_safe(result.focus),
         "options": _json_safe(result.options),
         "properties": {name: dict(zip(("checked", "violated"), _count(c)))
                        for name, c in result.properties.items()},
@@ -192,13 +193,14 @@ def write_junit(result, path) -> pathlib.Path:
     failures = sum(_failed(result, name, vs) for name, _, vs in rows)
     suites = ET.Element("testsuites")
     suite = ET.SubElement(suites, "testsuite", {
-        "name": _x(f"{TOOL} verify {result.target}"), "tests": str(len(rows) + result.interrupted),
-        "failures": str(failures), "errors": str(int(result.interrupted)), "skipped": "0",
+        "name": _x(f"{TOOL} verify {result.target}"), "tests": str(len(rows) + 1 + result.interrupted),
+        "failures": str(failures), "errors": str(int(result.interrupted)), "skipped": str(int(result.vacuous)),
         "time": f"{result.duration_s:.3f}", "timestamp": _x(result.started)})
     props = ET.SubElement(suite, "properties")
     for name, value in (("torch", versions["torch"]), ("triton", versions["triton"]),
                         ("seed", result.seed), ("device", result.options.get("device", "cpu")),
-                        ("specials", result.options.get("specials", "strict"))):
+                        ("specials", result.options.get("specials", "strict")),
+                        ("examples", result.examples), ("changed", result.changed)):
         ET.SubElement(props, "property", {"name": name, "value": _x("" if value is None else value)})
     classname = _x(f"{TOOL}.{result.target}")
     for name, _, vs in rows:
@@ -209,6 +211,10 @@ def write_junit(result, path) -> pathlib.Path:
             headline = vs[0].headline if vs else f"{name} violated" + (f"; see {', '.join(parts)}" if parts else "")
             failure = ET.SubElement(case, "failure", {"message": _x(headline), "type": _x(name)})
             failure.text = _x(_failure_text(vs) if vs else headline)
+    fired = ET.SubElement(suite, "testcase", {"classname": classname, "name": "pass changed graphs", "time": "0"})
+    if result.vacuous:
+        ET.SubElement(fired, "skipped", {"message": _x(f"vacuous: the pass changed none of the {result.examples} "
+                                                      f"graphs, so nothing was verified")})
     if result.interrupted:
         case = ET.SubElement(suite, "testcase", {"classname": classname, "name": "run", "time": "0"})
         ET.SubElement(case, "error", {"message": _x(f"interrupted after {result.examples} examples"),
@@ -236,11 +242,14 @@ def render_markdown(result) -> str:
         status += f"; {failed} properties violated" if failed else ""
     elif failed or result.violations:
         status = f"**FAIL**: {failed} properties violated"
+    elif result.vacuous:
+        status = f"**VACUOUS**: the pass changed none of the {result.examples} graphs, so nothing was verified"
     else:
         status = f"**PASS**: no counterexample in {result.examples} examples"
     lines = [f"# {TOOL} verify: {_cell(result.target)}", "", status, "",
              f"seed {result.seed}, {result.duration_s:.2f} s, device {result.options.get('device', 'cpu')}, "
-             f"specials {result.options.get('specials', 'strict')}",
+             f"specials {result.options.get('specials', 'strict')}", "",
+             f"the pass changed {result.changed} of {result.examples} graphs ({_pct(result)})",
              "", "| property | examples checked | result |", "| --- | ---: | --- |"]
     for name, checked, vs in rows:
         verdict = "FAIL" if _failed(result, name, vs) else "pass" if checked else "not checked"
@@ -253,6 +262,10 @@ def render_markdown(result) -> str:
         lines += ["", "graph before:", "", _fence(v.graph_before or "# (none)", "python"),
                   "", "graph after:", "", _fence(v.graph_after or "# (none)", "python")]
     return _x("\n".join(lines)) + "\n"  # no raw control characters (terminal escapes) either
+
+
+def _pct(result) -> str:
+    return f"{100 * result.changed_share:.0f}%"
 
 
 def write_markdown(result, path) -> pathlib.Path:

@@ -11,6 +11,7 @@ from . import _determinism  # noqa: F401 - first: draws must not depend on impor
 from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
+from ._focus import Focus
 from ._graphs import GraphCase, graphs
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS
@@ -22,6 +23,7 @@ __all__ = [
     "CATEGORIES",
     "DOMAINS",
     "FEATURES",
+    "Focus",
     "INDEX_FUNCTIONS",
     "OPS",
     "GraphCase",

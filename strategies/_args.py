@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from . import _catalog as C
 from ._builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
-from ._draws import choose, flag, integers
+from ._draws import choose, flag, integers, neutral_or_index
 from ._tensors import broadcastable_shapes, scalars, tensor_with_layout
 
 
@@ -32,6 +32,9 @@ class DrawContext:
     constants: bool
     special_values: bool
     noncontiguous: bool = True
+    focus_rows: object = None  # a Weighted of focus rows while a focused graph is drawn
+    prefer: Value | None = None  # the latest focus op's result: the first operand of the next one
+    scalar_pool: tuple = ()  # scalars a focused graph draws half the time
 
 
 # --- domains on concrete values -----------------------------------------------------------------
@@ -95,11 +98,17 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
             return ok(t.shape, like.tensor.shape)
         return True
 
+    if ctx.prefer is not None and like is None and fits(ctx.prefer) and flag(draw):
+        return ctx.prefer  # chain focus ops: producer -> consumer
     candidates = [v for v in b.values if fits(v)]
     # A second operand is a fresh leaf half the time (False, what it shrinks to, reuses a value):
     # fresh leaves bring the other shapes, ranks and dtypes that broadcasting bugs need.
     fresh = like is not None and not target and flag(draw)
-    choice = len(candidates) if fresh else draw(integers(0, len(candidates)))
+    # Uniform over the candidates and a new leaf; the neutral draw (what Hypothesis favours, and
+    # what an operand shrinks to) is the latest candidate, so chains of ops are common.
+    choice = len(candidates) if fresh else neutral_or_index(draw, len(candidates) + 1)
+    if choice is None:
+        choice = max(len(candidates) - 1, 0)
     if choice < len(candidates):
         return candidates[choice]
     return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target)
@@ -153,10 +162,25 @@ def _dim(draw, rank, *, extra=0):
 
 
 def rule_scalar(draw, ctx, like, domain, *, inplace=False):
-    value = draw(scalars(like.tensor.dtype, domain, special_values=ctx.special_values))
+    value = _pool_scalar(draw, ctx, like.tensor.dtype, domain) if ctx.scalar_pool else None
+    if value is None:
+        value = draw(scalars(like.tensor.dtype, domain, special_values=ctx.special_values))
     if inplace and not like.tensor.is_floating_point() and isinstance(value, float):
         raise StepRejected("a float scalar cannot be written into an integer tensor")
     return value
+
+
+def _pool_scalar(draw, ctx, dtype, domain):
+    """Half the time, a scalar from the focus pool that suits ``dtype`` and ``domain`` (else None)."""
+    if dtype is torch.bool or not flag(draw):
+        return None
+    integral = not dtype.is_floating_point
+    fit = [v for v in ctx.scalar_pool if (not integral or float(v).is_integer())
+           and in_domain(torch.tensor(float(v)), domain, False)]
+    if not fit:
+        return None
+    v = choose(draw, fit)
+    return int(v) if integral else v
 
 
 _RESHAPE_MOVES = ("same", "flatten", "merge", "split", "unsqueeze", "squeeze")

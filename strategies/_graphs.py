@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from . import _catalog as C
 from ._args import DrawContext, call_args
 from ._builder import GraphBuilder, StepRejected, storage_key
-from ._draws import choose, flag, integers
+from ._draws import Weighted, choose, flag, integers, neutral_or_index
+from ._focus import Focus
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._meta import shared_fake_mode
@@ -69,16 +70,21 @@ class _Config:
     """The validated options of one ``graphs()`` call (a plain class, so its repr stays short)."""
 
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
-                 mutations, special_values, constants):
+                 mutations, special_values, constants, focus=None, focus_rows=()):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.min_inputs, self.max_inputs = min_inputs, max_inputs
         self.mutations, self.special_values, self.constants = mutations, special_values, constants
+        self.focus = focus
+        self.focus_rows = Weighted(focus_rows, [1] * len(focus_rows)) if focus_rows else None
         self.kinds = _step_kinds(rows, mutations, False)
         self.region_kinds = _step_kinds(rows, mutations, True)
-        # Rows repeated by weight (WEIGHTS): common ops come up more often; the first row stays first.
-        self.by_category = {c: tuple(r for r in rows if r.category == c for _ in range(WEIGHTS.get(r.overload, 1)))
-                            for c in C.CATEGORIES}
+        # Rows drawn by weight (WEIGHTS): common ops come up more often; the first row stays first.
+        self.by_category = {}
+        for c in C.CATEGORIES:
+            in_c = [r for r in rows if r.category == c]
+            if in_c:
+                self.by_category[c] = Weighted(in_c, [WEIGHTS.get(r.overload, 1) for r in in_c])
 
     def __repr__(self) -> str:
         return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
@@ -86,13 +92,11 @@ class _Config:
                 f"special_values={self.special_values}, constants={self.constants}>")
 
 
-def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> tuple:
+def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> Weighted:
     present = {row.category for row in rows}
-    kinds = []
-    for kind, weight in _STEP_WEIGHTS:
-        if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region):
-            kinds.extend([kind] * weight)
-    return tuple(kinds)
+    kinds = [(kind, weight) for kind, weight in _STEP_WEIGHTS
+             if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region)]
+    return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
 
 
 
@@ -125,7 +129,7 @@ def _resolve_ops(ops, views: bool, mutations: bool) -> tuple:
 
 def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
-           constants: bool = True) -> st.SearchStrategy:
+           constants: bool = True, focus=None) -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -137,6 +141,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         views: draw view ops. mutations: draw in-place ops, input mutation, writes through views,
             metadata mutation and ``_set_grad_enabled`` regions. special_values: inputs may hold
             NaN, +-inf, -0.0, subnormals, huge and tiny values. constants: draw get_attr buffers.
+        focus: a ``Focus`` (or a list of ops): draw those ops far more often, chained producer ->
+            consumer, with scalars from ``Focus.scalars`` and 0, 1, -1, 2, 0.5 (see ``_focus.py``).
+            Focus ops that ``ops``/``views``/``mutations`` exclude are left out.
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -159,9 +166,14 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
     rows = _resolve_ops(ops, views, mutations)
+    if focus is not None and not isinstance(focus, Focus):
+        focus = Focus(ops=focus)
+    focus_rows = ()
+    if focus is not None and focus.ops:
+        focus_rows = tuple(r for r in _resolve_ops(focus.ops, True, True) if r in rows)
     cfg = _Config(rows, dtypes.map(_checked_dtype), _shapes(max_dims=3, max_side=4), min_nodes=min_nodes,
                   max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
-                  special_values=special_values, constants=constants)
+                  special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows)
     return _graph_cases(cfg)
 
 
@@ -176,6 +188,10 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     try:
         builder = GraphBuilder(special_values=cfg.special_values, fake_mode=shared_fake_mode())
         ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values)
+        if cfg.focus is not None:
+            i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
+            if i is None or i < 100 * cfg.focus.share:
+                ctx.focus_rows, ctx.scalar_pool = cfg.focus_rows, cfg.focus.pool()
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
@@ -208,7 +224,10 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
     b = ctx.builder
     if b.n_calls >= cfg.max_nodes:
         return
-    kind = choose(draw, cfg.region_kinds if in_region else cfg.kinds)
+    if ctx.focus_rows is not None and flag(draw):
+        _focus_step(draw, ctx)
+        return
+    kind = (cfg.region_kinds if in_region else cfg.kinds).draw(draw)
     if kind == "grad-region":
         b.set_grad(False)
         for _ in range(draw(integers(1, 3))):
@@ -219,11 +238,23 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
         if kind == "duplicate":
             _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
             return
-        spec = choose(draw, cfg.by_category[kind])
+        spec = cfg.by_category[kind].draw(draw)
+        if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
+            return
         args, kwargs = call_args(draw, ctx, spec)
         value = b.call(spec, spec.overload, args, kwargs)
         if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
             _read_after_write(draw, b, value)
+    except StepRejected:
+        pass
+
+
+def _focus_step(draw, ctx: DrawContext) -> None:
+    """A focus op, its first operand the latest focus op's result where that fits."""
+    spec = ctx.focus_rows.draw(draw) or ctx.focus_rows.items[0]
+    try:
+        args, kwargs = call_args(draw, ctx, spec)
+        ctx.prefer = ctx.builder.call(spec, spec.overload, args, kwargs)
     except StepRejected:
         pass
 

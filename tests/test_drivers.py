@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conformance._drivers import run_drivers
+from conformance.search.workers import run_drivers
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="drivers fork")
 
@@ -57,8 +57,8 @@ def test_uninterrupted_drivers_finish_their_budgets():
 FORK_AFTER_OPENMP = """
 import torch
 from types import SimpleNamespace
-from conformance._drivers import run_drivers
-from conformance._isolate import run_forked
+from conformance.search.workers import run_drivers
+from conformance.search.isolate import run_forked
 
 torch.set_num_threads(2)
 torch.nn.functional.gelu(torch.randn(1 << 20))  # the parent now holds an OpenMP thread team

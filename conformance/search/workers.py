@@ -16,7 +16,7 @@ import signal
 import struct
 import sys
 
-from ._isolate import in_forked_child
+from .isolate import in_forked_child
 
 _HEADER = struct.Struct("!I")
 

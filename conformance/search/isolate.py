@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 
-from ._errors import UsageError
+from .._errors import UsageError
 
 
 class ChildDied(Exception):

@@ -19,15 +19,17 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, sett
 
 from strategies import graphs
 
-from . import report as _report
-from ._drivers import run_drivers
-from ._errors import HarnessError, UsageError
-from ._isolate import ChildDied, can_isolate, run_forked
-from ._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
-from .adapters import load_pass
-from .oracle import describe
-from .repro import write_repro
-from .verify import Checker, can_time_out
+from .. import report as _report
+from .._errors import HarnessError, UsageError
+from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
+from ..adapters import load_pass
+from ..oracle import describe
+from ..repro import write_repro
+from ..verify import Checker, can_time_out
+from .fire import FireCount
+from .focus import resolve_focus
+from .isolate import ChildDied, can_isolate, run_forked
+from .workers import run_drivers
 
 GRAPH_KINDS = ("functional", "mutating")
 MAX_TIMEOUTS = 3
@@ -75,6 +77,7 @@ class _Found:
         self.checked = {}
         self.timeouts = 0
         self.interrupted = False
+        self.fire = FireCount()
 
     def __getstate__(self):  # graphs stay in the driver that found them (it wrote their repros)
         state = dict(self.__dict__)
@@ -103,7 +106,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
-           specials: str = "strict", shrink: bool = True, reporter=None) -> VerifyResult:
+           specials: str = "strict", shrink: bool = True, focus="auto", reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -122,6 +125,11 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         repro_dir: where minimal counterexamples are written as scripts (None: not written).
         shrink: shrink each counterexample to a minimal graph (False: report it as first found,
             which is faster where only the verdict matters).
+        focus: "auto" (find the ops and constants the pass acts on, and draw those far more often),
+            "none" (the plain generator), or ops ("aten.log,aten.exp" or a list).
+
+    The result says how many graphs the pass changed (``changed``); ``vacuous`` is True when it
+    changed none, so nothing was verified.
 
     >>> verify(lambda gm: gm, max_examples=5, repro_dir=None).ok
     True
@@ -138,12 +146,17 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     if not isolate and timeout and not can_time_out():
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
     seed = random.getrandbits(32) if seed is None else int(seed)
+    focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
     result = VerifyResult(target=put.name, options=opts, seed=seed, isolated=isolate,
                           started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    result.focus = focus_info
     reporter.start(put.name, max_examples, opts)
+    if hasattr(reporter, "focus"):
+        reporter.focus(focus_info)
     t0 = time.monotonic()
     stream = _Stream(result, json)
-    run = functools.partial(_run, checker, put, opts, seed, max_examples, workers, repro_dir, reporter, stream)
+    run = functools.partial(_run, checker, put, opts, focus_obj, seed, max_examples, workers, repro_dir, reporter,
+                            stream)
     found, crashed = run(isolate)
     if crashed and not isolate:
         reporter.note(f"the pass crashed the interpreter ({crashed}); running again with every example isolated")
@@ -153,6 +166,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         raise HarnessError(f"a search process died ({crashed}) although examples were isolated")
     result.interrupted = found.interrupted
     result.examples = found.examples
+    result.changed = found.fire.changed
+    result.changed_dead_code_only = found.fire.dead_code_only
     result.properties = {p: PropertyCount(found.checked.get(p, 0), p in found.best) for p in checker.checked}
     result.violations = [found.best[p][1] for p in sorted(found.best, key=_order(checker.checked))]
     result.duration_s = round(time.monotonic() - t0, 3)
@@ -165,13 +180,13 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     return result
 
 
-def _run(checker, put, opts, seed, max_examples, workers, repro_dir, reporter, stream, isolate):
+def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate):
     """One search (or ``workers`` merged searches): ``(found, crash description or None)``."""
 
     def search(i, budget, make_events):
         found = _Found()
         try:
-            _search(checker, put, opts, seed + i, budget, isolate, make_events(found), found)
+            _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found)
         except KeyboardInterrupt:
             found.interrupted = True
         _write_repros(found, put, opts, repro_dir)
@@ -199,6 +214,7 @@ def _run(checker, put, opts, seed, max_examples, workers, repro_dir, reporter, s
     merged.interrupted = interrupted or any(f.interrupted for f in founds)
     for f in founds:
         merged.examples += f.examples
+        merged.fire.merge(f.fire)
         for p, n in f.checked.items():
             merged.checked[p] = merged.checked.get(p, 0) + n
         for p, (size, v, _) in f.best.items():
@@ -229,12 +245,14 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
+    if not isinstance(opts["focus"], str):
+        opts["focus"] = ",".join(getattr(f, "name", str(f)) for f in opts["focus"])
     return opts
 
 
@@ -271,9 +289,9 @@ class _Stream:
             self.last = time.monotonic()
 
 
-def _search(checker: Checker, put, opts, seed_value, max_examples, isolate, events, found):
+def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found):
     strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
-                      constants=opts["constants"])
+                      constants=opts["constants"], focus=focus)
 
     def run_one(case) -> Verdict:
         if not isolate:
@@ -294,6 +312,7 @@ def _search(checker: Checker, put, opts, seed_value, max_examples, isolate, even
     def search(case):
         verdict = run_one(case)
         found.examples += 1
+        found.fire.add(verdict)
         timed_out = any(v.property == EXECUTION and "time=" in v.message for v in verdict.violations)
         if not any(v.property == EXECUTION for v in verdict.violations):
             for p in verdict.checked:

@@ -1,0 +1,84 @@
+"""What a pass changed: a structural comparison of two graphs, independent of node names.
+
+``changed_nodes(before, after)`` counts the nodes one graph has and the other lacks, where a node
+is identified by what it computes: its op, its target, its literal arguments, and (recursively)
+the nodes it reads. Renaming nodes, or recompiling, changes nothing; replacing ``log(exp(x))`` by
+``x`` changes two nodes; reordering nodes that computes the same DAG counts the nodes that moved.
+``PassResult.modified`` is not used: passes misreport it (in both directions).
+
+>>> import torch, torch.fx as fx
+>>> g = fx.Graph(); x = g.placeholder("x"); _ = g.output(g.call_function(torch.ops.aten.neg.default, (x,)))
+>>> before = fx.GraphModule(torch.nn.Module(), g)
+>>> changed_nodes(before, fx.GraphModule(torch.nn.Module(), g)), changed_nodes(before, fx.GraphModule(torch.nn.Module(), fx.Graph()))
+(0, 3)
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import hashlib
+
+import torch
+import torch.fx as fx
+
+
+def _literal(value, key) -> str:
+    if isinstance(value, fx.Node):
+        return f"%{key(value)}"
+    if isinstance(value, (list, tuple)):
+        inner = ",".join(_literal(v, key) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_literal(v, key)}" for k, v in value.items()) + "}"
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, torch.Tensor):  # a tensor literal in args: by identity of its contents
+        return f"tensor({value.dtype},{tuple(value.shape)},{id(value)})"
+    return f"{type(value).__name__}:{value!r}"
+
+
+def _target(node: fx.Node) -> str:
+    t = node.target
+    if isinstance(t, str):
+        return t
+    if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return str(t)
+    return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', repr(t))}"
+
+
+def node_keys(gm: fx.GraphModule) -> list:
+    """One key per node, in graph order: equal keys compute the same thing from the same inputs."""
+    keys: dict = {}
+    out = []
+    position = 0
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            text = f"placeholder#{position}"
+            position += 1
+        else:
+            args = _literal(node.args, keys.__getitem__)
+            kwargs = _literal(node.kwargs, keys.__getitem__)
+            text = f"{node.op}|{_target(node)}|{args}|{kwargs}"
+        key = hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+        keys[node] = key
+        out.append(key)
+    return out
+
+
+def changed_nodes(before: fx.GraphModule, after: fx.GraphModule) -> int:
+    """How many nodes ``after`` differs from ``before`` by (0: the same graph, up to names)."""
+    a, b = node_keys(before), node_keys(after)
+    ca, cb = collections.Counter(a), collections.Counter(b)
+    differ = sum((ca - cb).values()) + sum((cb - ca).values())
+    if differ:
+        return differ
+    return sum(x != y for x, y in zip(a, b))  # the same nodes in another order
+
+
+def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> bool:
+    """``after`` is ``before`` less its dead code (what ``Graph.eliminate_dead_code`` removes):
+    a pass whose rewrite never matched, but which cleans up at the end, changes graphs only so."""
+    graph = copy.deepcopy(before.graph)
+    graph.eliminate_dead_code()
+    return changed_nodes(fx.GraphModule(before, graph), after) == 0

@@ -1,0 +1,388 @@
+"""Trigger discovery: before the search, find what makes the pass act.
+
+- *code*: the ATen ops and numeric constants the pass's code names, followed through the
+  functions, classes, closures, defaults and globals of its own package (``_Walker``);
+- *pattern*: the targets an Inductor ``PatternMatcherPass`` keys its pattern table by;
+- *probe*: catalog ops whose one-op graph the pass changes;
+- *chain*: ops found so far, in short drawn chains the pass changes.
+
+The result (``Triggers``) feeds ``strategies.Focus``; it is cached per pass and catalog, in
+process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import dis
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+import pathlib
+import re
+import time
+import types
+
+import torch
+from hypothesis import HealthCheck, Phase, given, settings, seed as hseed
+
+from strategies import OPS, Focus, graphs
+
+from ..changes import changed_nodes
+from ..adapters import clone_inputs, grad_mode_restored
+from .isolate import ChildDied, can_isolate, run_forked
+
+_MAX_CODE_OBJECTS = 3000
+_MAX_CONSTANTS = 12
+_PROBES_PER_OP = 2
+_CHAIN_EXAMPLES = 24
+_ATEN_STRING = re.compile(r"\baten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)")
+_OVERLOADS = {row.overload: row for row in OPS}
+_PACKETS: dict = {}
+for _row in OPS:
+    _PACKETS.setdefault(_row.overload._schema.name.split("::")[-1], []).append(_row)
+
+
+def packet_name(op) -> str:
+    """``aten.add`` for ``aten.add.Tensor`` or the packet ``aten.add``."""
+    name = op._schema.name if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name
+    return name.replace("::", ".")
+
+
+@dataclasses.dataclass
+class Triggers:
+    """What discovery found: ``ops`` as ``(name, how)`` pairs in the catalog, the ops the code names
+    that the catalog lacks, and constants; ``rows`` are the catalog rows to focus on."""
+
+    ops: list = dataclasses.field(default_factory=list)
+    not_in_catalog: list = dataclasses.field(default_factory=list)
+    constants: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def rows(self) -> tuple:
+        by_name = {row.name: row for row in OPS}
+        out = []
+        for name, _ in self.ops:
+            out += [by_name[name]] if name in by_name else _PACKETS.get(name.removeprefix("aten."), [])
+        return tuple(dict.fromkeys(out))
+
+    def to_dict(self) -> dict:
+        return {"ops": [{"op": n, "how": h} for n, h in self.ops], "not_in_catalog": list(self.not_in_catalog),
+                "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached}
+
+    def focus(self) -> Focus | None:
+        rows = self.rows
+        return Focus(ops=rows, scalars=tuple(self.constants)) if rows else None
+
+
+# --- static: the pass's code ----------------------------------------------------------------------
+
+
+class _Walker:
+    """Follows a pass object through code, closures and globals local to its package."""
+
+    def __init__(self, root):
+        self.local = _local_prefix(root)
+        self.ops: dict = {}  # packet/overload name -> how
+        self.missing: dict = {}
+        self.constants: list = []
+        self.seen: set = set()
+        self.codes = 0
+
+    def op(self, op, how: str) -> None:
+        if isinstance(op, torch._ops.OpOverload):
+            if op in _OVERLOADS:
+                self.ops.setdefault(_OVERLOADS[op].name, how)
+            elif packet_name(op).removeprefix("aten.") in _PACKETS:
+                self.ops.setdefault(packet_name(op), how)
+            elif op.namespace == "aten":
+                self.missing.setdefault(packet_name(op), how)
+        elif isinstance(op, torch._ops.OpOverloadPacket):
+            self.packet(packet_name(op).removeprefix("aten."), how, aten=op._qualified_op_name.startswith("aten::"))
+
+    def packet(self, name: str, how: str, aten: bool = True) -> None:
+        if name in _PACKETS:
+            self.ops.setdefault(f"aten.{name}", how)
+        elif aten and hasattr(torch.ops.aten, name) and not name.startswith("_"):
+            self.missing.setdefault(f"aten.{name}", how)
+
+    def constant(self, value) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return
+        if abs(value) <= 1e6 and value not in self.constants and len(self.constants) < _MAX_CONSTANTS:
+            self.constants.append(value)
+
+    def walk(self, obj, depth: int = 0) -> None:
+        if depth > 12 or id(obj) in self.seen or self.codes > _MAX_CODE_OBJECTS:
+            return
+        self.seen.add(id(obj))
+        if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            self.op(obj, "code")
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for item in list(obj)[:512]:
+                self.walk(item, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items())[:512]:
+                self.walk(k, depth + 1)
+                self.walk(v, depth + 1)
+        elif isinstance(obj, types.CodeType):
+            self.code(obj, {}, depth)
+        elif isinstance(obj, types.FunctionType):
+            self.function(obj, depth)
+        elif isinstance(obj, types.MethodType):
+            self.walk(obj.__func__, depth + 1)
+            self.walk(obj.__self__, depth + 1)
+        elif isinstance(obj, functools.partial):
+            self.walk(obj.func, depth + 1)
+            self.walk(obj.args, depth + 1)
+            self.walk(obj.keywords, depth + 1)
+        elif isinstance(obj, type):
+            if self.is_local(obj):
+                for value in vars(obj).values():
+                    self.walk(getattr(value, "__func__", value), depth + 1)
+        elif _is_pattern_pass(obj):
+            for key in obj.patterns:
+                self.op(key[1], "pattern")
+        elif not isinstance(obj, (str, bytes, int, float, complex, bool, type(None), torch.Tensor, types.ModuleType)):
+            if self.is_local(type(obj)) or _is_pass_container(obj):
+                self.walk(type(obj), depth + 1)
+                for value in list(getattr(obj, "__dict__", {}).values())[:256]:
+                    self.walk(value, depth + 1)
+
+    def is_local(self, obj) -> bool:
+        module = getattr(obj, "__module__", None) or ""
+        return module == self.local or module.startswith(self.local + ".")
+
+    def function(self, fn, depth) -> None:
+        if not self.is_local(fn) and depth > 0:
+            return
+        self.walk(fn.__defaults__ or (), depth + 1)
+        self.walk(fn.__kwdefaults__ or {}, depth + 1)
+        for cell in fn.__closure__ or ():
+            try:
+                self.walk(cell.cell_contents, depth + 1)
+            except ValueError:  # an empty cell
+                pass
+        self.code(fn.__code__, fn.__globals__, depth)
+
+    def code(self, code, globals_, depth) -> None:
+        self.codes += 1
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                self.code(const, globals_, depth + 1)
+            elif isinstance(const, str):
+                for name in _ATEN_STRING.findall(const):
+                    self.packet(name, "code")
+            elif isinstance(const, (tuple, frozenset)):
+                for c in const:
+                    self.constant(c)
+            else:
+                self.constant(const)
+        chain: list = []
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain:
+                chain.append(ins.argval)
+                continue
+            self.chain(chain, globals_)
+            chain = [ins.argval] if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST") else []
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in globals_:
+                value = globals_[ins.argval]
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self.constant(value)
+                elif not isinstance(value, types.ModuleType):
+                    self.walk(value, depth + 1)
+        self.chain(chain, globals_)
+
+    def chain(self, chain: list, globals_) -> None:
+        """``torch.ops.aten.mm.default``, ``aten.mm``, ``ops.aten.add``: the name after ``aten``."""
+        if len(chain) < 2:
+            return
+        names = [str(n) for n in chain]
+        if "aten" in names[:-1]:
+            self.packet(names[names.index("aten") + 1], "code")
+            return
+        head = globals_.get(names[0])
+        if isinstance(head, torch._ops._OpNamespace) and head.name == "aten":
+            self.packet(names[1], "code")
+        elif isinstance(head, torch._ops.OpOverloadPacket):
+            self.op(head, "code")
+
+
+def _local_prefix(obj) -> str:
+    target = obj
+    if not isinstance(obj, (types.FunctionType, type, types.MethodType, functools.partial)):
+        target = type(obj)
+    module = getattr(target, "__module__", None) or getattr(getattr(target, "func", None), "__module__", "") or ""
+    return module.rsplit(".", 1)[0] if "." in module else module
+
+
+def _is_pattern_pass(obj) -> bool:
+    patterns = getattr(obj, "patterns", None)
+    return isinstance(patterns, dict) and all(isinstance(k, tuple) and len(k) == 2 for k in list(patterns)[:8])
+
+
+def _is_pass_container(obj) -> bool:
+    """torch's PassManagers and the like: objects holding a list of passes."""
+    return isinstance(getattr(obj, "passes", None), (list, tuple))
+
+
+def static_triggers(obj) -> _Walker:
+    walker = _Walker(obj)
+    walker.walk(obj)
+    return walker
+
+
+# --- dynamic: run the pass on small graphs --------------------------------------------------------
+
+
+def _draw_cases(strategy, n: int, seed_value: int) -> list:
+    cases = []
+
+    @settings(max_examples=n, database=None, deadline=None, derandomize=False, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @hseed(seed_value)
+    @given(strategy)
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+@functools.lru_cache(maxsize=4)
+def probe_cases(mutations: bool) -> tuple:
+    """Per catalog row, a few one-op graphs (drawn once per process)."""
+    out = []
+    for i, row in enumerate(OPS):
+        if row.category == "inplace" and not mutations:
+            continue
+        strategy = graphs(ops=[row], min_nodes=1, max_nodes=1, max_inputs=2, mutations=row.category == "inplace",
+                          special_values=False, constants=False)
+        out.append((row, tuple(_draw_cases(strategy, _PROBES_PER_OP, i))))
+    return tuple(out)
+
+
+def _acts(put, case, timeout) -> bool:
+    from ..verify import deadline
+
+    try:
+        with grad_mode_restored(), deadline(timeout):
+            applied = put.apply(case.gm, clone_inputs(case.example_inputs))
+        return changed_nodes(case.gm, applied.gm) > 0
+    except BaseException as exc:  # noqa: BLE001 - a pass that fails on a probe is the search's to report
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return False
+
+
+def discover(put, *, mutations: bool, timeout: float | None = 10.0, probe: bool = True) -> Triggers:
+    """Static and dynamic trigger discovery for the adapted pass ``put`` (cached)."""
+    key = _cache_key(put, mutations, probe)
+    cached = _load(key)
+    if cached is not None:
+        return cached
+    t0 = time.monotonic()
+    walker = static_triggers(put.fn)
+    found = dict(walker.ops)
+    if probe:
+        cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
+        run = functools.partial(_probe, put, cases, dict(found), mutations, timeout)
+        if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
+            try:
+                found = run_forked(run, None if timeout is None else 60 + 4 * timeout)
+            except ChildDied:
+                pass  # the search finds that crash itself, with a minimal graph
+        else:
+            found = run()
+    result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
+                      constants=list(walker.constants), seconds=time.monotonic() - t0)
+    _store(key, result)
+    return result
+
+
+def _probe(put, cases, found: dict, mutations: bool, timeout) -> dict:
+    for row, row_cases in cases:
+        if row.name not in found and any(_acts(put, c, timeout) for c in row_cases):
+            found[row.name] = "probe"
+    rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
+    if rows:
+        strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
+                          mutations=mutations, special_values=False)
+        for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
+            if _acts(put, case, timeout):
+                for node in case.gm.graph.nodes:
+                    row = _OVERLOADS.get(node.target)
+                    if row is not None and row.name not in found and packet_name(row.overload) not in found:
+                        found[row.name] = "chain"
+    return found
+
+
+# --- cache ----------------------------------------------------------------------------------------
+
+_MEMORY: dict = {}
+
+
+def _catalog_fingerprint() -> str:
+    return hashlib.sha1("|".join(row.name for row in OPS).encode()).hexdigest()[:12]
+
+
+def _cache_key(put, mutations, probe) -> str | None:
+    """A key that changes when the pass's source file, the catalog or torch changes; None when the
+    pass has no stable identity (a lambda or callable given directly)."""
+    ref = getattr(put, "reference", None)
+    if not ref:
+        return None
+    try:
+        obj = put.fn
+        if not isinstance(obj, (types.FunctionType, types.MethodType, type)):
+            obj = getattr(obj, "func", None) or type(obj)
+        source = inspect.getsourcefile(obj) or ""
+        stat = os.stat(source)
+        stamp = f"{source}:{stat.st_mtime_ns}:{stat.st_size}"
+    except (TypeError, OSError):
+        stamp = "nosource"
+    text = f"{ref}|{stamp}|{_catalog_fingerprint()}|{torch.__version__}|{mutations}|{probe}|1"
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def cache_dir() -> pathlib.Path:
+    base = os.environ.get("FX_CONFORMANCE_CACHE")
+    if base:
+        return pathlib.Path(base) / "triggers"
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "fx-conformance" / "triggers"
+
+
+def _load(key) -> Triggers | None:
+    if key is None:
+        return None
+    if key in _MEMORY:
+        return dataclasses.replace(_MEMORY[key], cached=True)
+    try:
+        data = json.loads((cache_dir() / f"{key}.json").read_text())
+        found = Triggers(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
+                         constants=data["constants"], seconds=data["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    _MEMORY[key] = found
+    return dataclasses.replace(found, cached=True)
+
+
+def _store(key, found: Triggers) -> None:
+    if key is None:
+        return
+    _MEMORY[key] = found
+    try:
+        path = cache_dir() / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({k: v for k, v in found.to_dict().items() if k != "cached"}))
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: discovery just runs again next time
+        pass
+
+
+__all__ = ["Triggers", "discover", "static_triggers", "probe_cases", "cache_dir", "packet_name"]

@@ -1,0 +1,38 @@
+"""``Focus``: what a focused ``graphs()`` draws more of (the ops a pass rewrites, its constants).
+
+A focused graph draws a focus op at about every other step, feeds it the latest focus op's result
+when that fits (so producer -> consumer pairs such as ``log(exp(x))`` occur), and draws scalar
+operands from the focus scalars and 0, 1, -1, 2, 0.5 half the time. A share of graphs
+(``1 - share``) is drawn unfocused, for breadth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._errors import InvalidArgument
+
+BASIC_SCALARS = (0, 1, -1, 2, 0.5)
+
+
+@dataclass(frozen=True)
+class Focus:
+    """``ops``: catalog rows, overloads or names; ``scalars``: numbers; ``share``: focused graphs."""
+
+    ops: tuple = ()
+    scalars: tuple = ()
+    share: float = 0.75
+
+    def __post_init__(self):
+        if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
+            raise InvalidArgument(f"Focus(ops={self.ops!r}) must be a list of catalog rows, overloads or names")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.scalars):
+            raise InvalidArgument(f"Focus(scalars={self.scalars!r}) must be numbers")
+        if not 0.0 < self.share <= 1.0:
+            raise InvalidArgument(f"Focus(share={self.share!r}) must be in (0, 1]")
+        object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "scalars", tuple(self.scalars))
+
+    def pool(self) -> tuple:
+        """The scalars a focused graph draws from: the pass's own, then the basic ones."""
+        return tuple(dict.fromkeys((*self.scalars, *BASIC_SCALARS)))
