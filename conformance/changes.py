@@ -3,7 +3,7 @@
 ``changed_nodes(before, after)`` counts the nodes one graph has and the other lacks, where a node
 is identified by what it computes: its op, its target, its literal arguments, and (recursively)
 the nodes it reads. Renaming nodes, or recompiling, changes nothing; replacing ``log(exp(x))`` by
-``x`` changes two nodes; reordering nodes that computes the same DAG counts the nodes that moved.
+``x`` counts four (exp, log and the output removed, a new output added); reordering nodes that computes the same DAG counts the nodes that moved.
 ``PassResult.modified`` is not used: passes misreport it (in both directions).
 
 >>> import torch, torch.fx as fx

@@ -20,11 +20,11 @@ NASTY = 'values=out[0] <a & "b"> | \x00\x1bbad, but should be x [mypass(add)]\nw
 
 JSON_KEYS = {"schema_version", "tool", "generated_at", "started", "duration_s", "machine", "versions",
              "device", "commit", "target", "ok", "interrupted", "isolated", "seed", "examples",
-             "options", "properties", "violations"}
+             "options", "properties", "violations", "changed", "changed_dead_code_only", "vacuous", "focus"}
 
 
 def ok_result():
-    return VerifyResult(target="mypkg.passes:fold", examples=25, seed=1234, started="2024-05-01T12:00:00Z",
+    return VerifyResult(target="mypkg.passes:fold", examples=25, changed=20, seed=1234, started="2024-05-01T12:00:00Z",
                         duration_s=1.5, options={"device": "cpu", "max_examples": 25},
                         properties={"validity": PropertyCount(25, False), "values": PropertyCount(25, False),
                                     "mutations": {"checked": 20, "violated": False}})
@@ -175,9 +175,9 @@ def _junit(result, tmp_path):
 
 def test_junit_one_testcase_per_property_plus_extra_violated(tmp_path):
     path, suite, cases = _junit(failing_result(), tmp_path)
-    assert list(cases) == ["values", "validity", "contracts", "contracts:functional"]
+    assert list(cases) == ["values", "validity", "contracts", "contracts:functional", "pass changed graphs"]
     assert suite.get("name") == "fx-conformance verify mypkg.passes:fold"
-    assert suite.get("tests") == "4" and suite.get("failures") == "3" and suite.get("errors") == "0"
+    assert suite.get("tests") == "5" and suite.get("failures") == "3" and suite.get("errors") == "0"
     assert suite.get("time") == "0.250" and suite.get("timestamp") == "2024-05-01T12:00:00Z"
     assert all(c.get("classname") == "fx-conformance.mypkg.passes:fold" for c in cases.values())
     failing = [n for n, c in cases.items() if c.find("failure") is not None]
@@ -201,14 +201,15 @@ def test_junit_one_testcase_per_property_plus_extra_violated(tmp_path):
 
 def test_junit_ok_and_interrupted(tmp_path):
     _, suite, cases = _junit(ok_result(), tmp_path)
-    assert suite.get("failures") == "0" and suite.get("errors") == "0" and suite.get("tests") == "3"
+    assert suite.get("failures") == "0" and suite.get("errors") == "0" and suite.get("tests") == "4"
+    assert suite.get("skipped") == "0" and cases["pass changed graphs"].find("skipped") is None
     assert all(c.find("failure") is None and c.find("error") is None for c in cases.values())
 
     _, suite, cases = _junit(interrupted_result(), tmp_path)
-    assert list(cases) == ["validity", "values", "mutations", "run"]
+    assert list(cases) == ["validity", "values", "mutations", "pass changed graphs", "run"]
     error = cases["run"].find("error")
     assert error is not None and error.get("message").startswith("interrupted")
-    assert suite.get("errors") == "1" and suite.get("tests") == "4" and suite.get("failures") == "0"
+    assert suite.get("errors") == "1" and suite.get("tests") == "5" and suite.get("failures") == "0"
     assert os.listdir(tmp_path / "junit") == ["verify.xml"]
 
 
@@ -223,6 +224,7 @@ def test_markdown_pass(tmp_path):
     md = write_markdown(ok_result(), tmp_path / "r.md").read_text()
     assert md.splitlines()[0] == "# fx-conformance verify: mypkg.passes:fold"
     assert "**PASS**: no counterexample in 25 examples" in md
+    assert "the pass changed 20 of 25 graphs (80%)" in md
     assert _table_rows(md) == ["| validity | 25 | pass |", "| values | 25 | pass |", "| mutations | 20 | pass |"]
     assert "FAIL" not in md and "```" not in md
 
@@ -253,3 +255,16 @@ def test_markdown_escapes_pipes_in_table_cells_and_fences_backticks():
 def test_markdown_interrupted():
     md = render_markdown(interrupted_result())
     assert "**INTERRUPTED** after 4 examples" in md and "PASS" not in md
+
+
+def test_a_pass_that_changed_no_graph_is_vacuous_in_every_report(tmp_path):
+    """PASS would claim something was verified: the reports say VACUOUS (JUnit: a skipped case)."""
+    r = ok_result()
+    r.changed = 0
+    assert r.ok and r.vacuous
+    md = write_markdown(r, tmp_path / "r.md").read_text()
+    assert "**VACUOUS**: the pass changed none of the 25 graphs" in md and "**PASS**" not in md
+    _, suite, cases = _junit(r, tmp_path)
+    assert suite.get("skipped") == "1" and cases["pass changed graphs"].find("skipped") is not None
+    data = json.loads(write_json(r, tmp_path / "r.json").read_text())
+    assert (data["examples"], data["changed"], data["vacuous"]) == (25, 0, True)
