@@ -8,6 +8,9 @@ STAMP  := $(VENV)/.fx-conformance-installed
 PROFILE ?= ci
 CONFORMANCE_PROFILE ?= dev
 
+# Trigger discovery's cache (conformance/search/triggers.py): in the tree, not the user's home.
+export FX_CONFORMANCE_CACHE ?= $(CURDIR)/.fx-conformance-cache
+
 WORKERS ?= auto
 PYTEST_FLAGS = -q -p no:cacheprovider --dist worksteal --hypothesis-profile=$(PROFILE)
 # Tests whose expected values come from eager CPU kernels (docs/design.md, "Where it runs").
@@ -75,4 +78,4 @@ nightly: $(STAMP)
 		--conformance $(NIGHTLY_DIR)/conformance.json $(REPORT_ARGS)
 
 clean:
-	rm -rf $(VENV) .hypothesis .benchmarks *.egg-info
+	rm -rf $(VENV) .hypothesis .benchmarks *.egg-info .fx-conformance-cache

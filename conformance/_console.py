@@ -83,8 +83,8 @@ class ConsoleReporter:
         self._table(rows)
         self._line(fire_line(result))
         if result.vacuous:
-            self._line(f"VACUOUS: the pass changed none of the {result.examples} graphs, so nothing was verified; "
-                       f"{VACUOUS_HINT} (seed {result.seed}, {result.duration_s:.1f} s)")
+            self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
+                       f"{result.duration_s:.1f} s)")
         elif result.ok:
             self._line(f"OK: no counterexample in {result.examples} graphs (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
@@ -112,7 +112,7 @@ class ConsoleReporter:
 
 def fire_line(result: VerifyResult) -> str:
     """``the pass changed K of N graphs (P%)``, with a warning when K/N is low."""
-    line = f"the pass changed {result.changed} of {result.examples} graphs ({100 * result.changed_share:.0f}%)"
+    line = result.fire_text
     dead = result.changed_dead_code_only
     if dead and dead == result.changed:
         line += ("; warning: in every one it only removed dead code, so unless removing dead code is what it is "

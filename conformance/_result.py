@@ -111,6 +111,14 @@ class VerifyResult:
         return self.changed / self.examples if self.examples else 0.0
 
     @property
+    def fire_text(self) -> str:
+        return f"the pass changed {self.changed} of {self.examples} graphs ({100 * self.changed_share:.0f}%)"
+
+    @property
+    def vacuous_text(self) -> str:
+        return f"the pass changed none of the {self.examples} graphs, so nothing was verified"
+
+    @property
     def repro_path(self) -> str | None:
         """Path of the first violation's repro script (None when there is none)."""
         return next((v.repro_path for v in self.violations if v.repro_path), None)

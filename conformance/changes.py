@@ -82,3 +82,16 @@ def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> boo
     graph = copy.deepcopy(before.graph)
     graph.eliminate_dead_code()
     return changed_nodes(fx.GraphModule(before, graph), after) == 0
+
+
+def what_changed(before: fx.GraphModule, after) -> tuple:
+    """``(nodes changed, whether that was only dead-code removal)``; a result too broken to compare
+    (no graph, nodes that cannot be keyed) changed all its nodes."""
+    try:
+        n = changed_nodes(before, after)
+    except Exception:  # noqa: BLE001 - whatever the pass returned, it is not the graph it was given
+        return max(1, len(getattr(getattr(after, "graph", None), "nodes", ()))), False
+    try:
+        return n, n > 0 and only_dead_code_removed(before, after)
+    except Exception:  # noqa: BLE001 - a graph that cannot be compared changed more than its dead code
+        return n, False

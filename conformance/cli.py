@@ -26,6 +26,9 @@ def _after_dashes(extra: list) -> list:
     return extra[1:] if extra[:1] == ["--"] else extra
 
 
+VACUOUS_EXIT = 4  # like pytest's 5 for "no tests ran": nothing was verified
+
+
 def _verify(args) -> int:
     from . import UsageError, verify
     from ._console import ConsoleReporter
@@ -48,9 +51,6 @@ def _verify(args) -> int:
     if result.interrupted:
         return 130
     return VACUOUS_EXIT if result.vacuous and not args.allow_vacuous else 0
-
-
-VACUOUS_EXIT = 4  # like pytest's 5 for "no tests ran": nothing was verified
 
 
 _PROVE_EXIT = {"proved": 0, "refuted": 1, "unknown": 3}

@@ -213,8 +213,7 @@ def write_junit(result, path) -> pathlib.Path:
             failure.text = _x(_failure_text(vs) if vs else headline)
     fired = ET.SubElement(suite, "testcase", {"classname": classname, "name": "pass changed graphs", "time": "0"})
     if result.vacuous:
-        ET.SubElement(fired, "skipped", {"message": _x(f"vacuous: the pass changed none of the {result.examples} "
-                                                      f"graphs, so nothing was verified")})
+        ET.SubElement(fired, "skipped", {"message": _x(f"vacuous: {result.vacuous_text}")})
     if result.interrupted:
         case = ET.SubElement(suite, "testcase", {"classname": classname, "name": "run", "time": "0"})
         ET.SubElement(case, "error", {"message": _x(f"interrupted after {result.examples} examples"),
@@ -243,13 +242,13 @@ def render_markdown(result) -> str:
     elif failed or result.violations:
         status = f"**FAIL**: {failed} properties violated"
     elif result.vacuous:
-        status = f"**VACUOUS**: the pass changed none of the {result.examples} graphs, so nothing was verified"
+        status = f"**VACUOUS**: {result.vacuous_text}"
     else:
         status = f"**PASS**: no counterexample in {result.examples} examples"
     lines = [f"# {TOOL} verify: {_cell(result.target)}", "", status, "",
              f"seed {result.seed}, {result.duration_s:.2f} s, device {result.options.get('device', 'cpu')}, "
              f"specials {result.options.get('specials', 'strict')}", "",
-             f"the pass changed {result.changed} of {result.examples} graphs ({_pct(result)})",
+             result.fire_text,
              "", "| property | examples checked | result |", "| --- | ---: | --- |"]
     for name, checked, vs in rows:
         verdict = "FAIL" if _failed(result, name, vs) else "pass" if checked else "not checked"
@@ -262,10 +261,6 @@ def render_markdown(result) -> str:
         lines += ["", "graph before:", "", _fence(v.graph_before or "# (none)", "python"),
                   "", "graph after:", "", _fence(v.graph_after or "# (none)", "python")]
     return _x("\n".join(lines)) + "\n"  # no raw control characters (terminal escapes) either
-
-
-def _pct(result) -> str:
-    return f"{100 * result.changed_share:.0f}%"
 
 
 def write_markdown(result, path) -> pathlib.Path:

@@ -36,7 +36,7 @@ from ._errors import UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
 from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, grad_mode_restored, load_pass,
                        snapshot, to_device)
-from .changes import changed_nodes, only_dead_code_removed
+from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import (SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values, least_precise,
@@ -131,8 +131,7 @@ class _Run:
         if applied is None:
             return
         after = applied.gm
-        self.verdict.changed = _changed_nodes(self.gm, after)
-        self.verdict.dead_code_only = bool(self.verdict.changed) and _dead_code_only(self.gm, after)
+        self.verdict.changed, self.verdict.dead_code_only = what_changed(self.gm, after)
         errors = structural_errors(after, len(self.inputs))  # recompiles when the graph is sound
         self.verdict.graph_after = _code(after) if errors else after.code.strip()
         if errors:
@@ -320,20 +319,6 @@ class _Run:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def _changed_nodes(before, after) -> int:
-    try:
-        return changed_nodes(before, after)
-    except Exception:  # noqa: BLE001 - a graph too broken to compare was certainly changed
-        return max(1, len(getattr(getattr(after, "graph", None), "nodes", ())))
-
-
-def _dead_code_only(before, after) -> bool:
-    try:
-        return only_dead_code_removed(before, after)
-    except Exception:  # noqa: BLE001 - a graph that cannot be compared changed more than its dead code
-        return False
 
 
 def _call(gm, inputs):

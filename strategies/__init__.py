@@ -14,7 +14,7 @@ from ._features import FEATURES, graph_features
 from ._focus import Focus
 from ._graphs import GraphCase, graphs
 from ._meta import attach_meta, shared_fake_mode
-from ._ops import OPS
+from ._ops import OPS, rows_named
 from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
 from ._symbolic import index_expressions
 from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_floats, tensors
@@ -39,6 +39,7 @@ __all__ = [
     "scalars",
     "shapes",
     "shared_fake_mode",
+    "rows_named",
     "special_floats",
     "tensors",
 ]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from . import _catalog as C
 from ._builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
 from ._draws import choose, flag, integers, neutral_or_index
-from ._tensors import broadcastable_shapes, scalars, tensor_with_layout
+from ._tensors import broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _pool_scalar(draw, ctx, dtype, domain):
         return None
     integral = not dtype.is_floating_point
     fit = [v for v in ctx.scalar_pool if (not integral or float(v).is_integer())
-           and in_domain(torch.tensor(float(v)), domain, False)]
+           and (domain == C.ANY_VALUE or in_float_domain(v, domain))]
     if not fit:
         return None
     v = choose(draw, fit)

@@ -26,24 +26,16 @@ UNIT = st.integers(0, 255)
 _ONE_DRAW = 16  # up to this many alternatives, one UNIT draw is fine enough
 
 
-def _scaled(data_draw, n: int) -> int:
-    u = data_draw(UNIT)
-    if n <= _ONE_DRAW:
-        return (u * n) >> 8
-    return (((u << 8) | data_draw(UNIT)) * n) >> 16
-
-
 def index(draw, n: int) -> int:
     """An index in ``range(n)``, uniform; shrinks towards 0."""
-    return _scaled(draw, n)
+    u = draw(UNIT)
+    if n <= _ONE_DRAW:
+        return (u * n) >> 8
+    return (((u << 8) | draw(UNIT)) * n) >> 16
 
 
 _NEUTRAL = frozenset({0, 1, 254, 255})  # the bounds and their neighbours, which Hypothesis favours
-_SPREAD = 256 - len(_NEUTRAL)
-
-
-def _spread(u: int) -> int:
-    return u - 2  # 2..253 -> 0..251
+_SPREAD = 256 - len(_NEUTRAL)  # the others, 2..253
 
 
 def neutral_or_index(draw, n: int) -> int | None:
@@ -61,30 +53,19 @@ def neutral_or_index(draw, n: int) -> int | None:
         v = draw(UNIT)
         if v in _NEUTRAL:
             return None
-        return ((_spread(u) * _SPREAD + _spread(v)) * n) // (_SPREAD * _SPREAD)
-    return (_spread(u) * n) // _SPREAD
-
-
-class _Bounded(st.SearchStrategy):
-    """``integers(lo, hi)`` drawn through UNIT (see the module docstring)."""
-
-    def __init__(self, lo: int, hi: int):
-        super().__init__()
-        self.lo, self.n = lo, hi - lo + 1
-
-    def do_draw(self, data):
-        return self.lo + _scaled(data.draw, self.n)
-
-    def __repr__(self) -> str:
-        return f"integers({self.lo}, {self.lo + self.n - 1})"
+        return (((u - 2) * _SPREAD + (v - 2)) * n) // (_SPREAD * _SPREAD)
+    return ((u - 2) * n) // _SPREAD
 
 
 @functools.lru_cache(maxsize=4096)
 def integers(lo: int, hi: int) -> st.SearchStrategy:
-    """An integer in ``[lo, hi]``, uniform; shrinks towards ``lo``."""
-    if not 0 < hi - lo + 1 <= 1 << 16:
-        return st.integers(lo, hi)
-    return _Bounded(lo, hi)
+    """An integer in ``[lo, hi]``, uniform; shrinks towards ``lo`` (drawn through UNIT: see above)."""
+    n = hi - lo + 1
+    if n <= _ONE_DRAW:
+        return UNIT.map(lambda u: lo + ((u * n) >> 8))
+    if n <= 1 << 16:
+        return st.tuples(UNIT, UNIT).map(lambda uv: lo + ((((uv[0] << 8) | uv[1]) * n) >> 16))
+    return st.integers(lo, hi)
 
 
 def choose(draw, seq):
@@ -116,13 +97,8 @@ class Weighted:
         self.total = self.bounds[-1]
 
     def draw(self, draw):
-        i = neutral_or_index(draw, 1 << 16)
-        if i is None:
-            return self.neutral
-        return self.items[bisect.bisect_right(self.bounds, i * self.total / (1 << 16))]
+        i = neutral_or_index(draw, self.total)
+        return self.neutral if i is None else self.items[bisect.bisect_right(self.bounds, i)]
 
     def share(self, item) -> float:
         return sum(w for i, w in zip(self.items, self.weights) if i == item) / self.total
-
-    def __len__(self) -> int:
-        return len(self.items)

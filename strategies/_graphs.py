@@ -24,7 +24,7 @@ from ._focus import Focus
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._meta import shared_fake_mode
-from ._ops import OPS, WEIGHTS
+from ._ops import OPS, WEIGHTS, rows_named
 from ._tensors import check_dtype, dtypes as _dtypes, shapes as _shapes, tensor_with_layout
 from ._validation import check_bool, check_int_range, check_size_pair, check_strategy
 
@@ -79,17 +79,22 @@ class _Config:
         self.focus_rows = Weighted(focus_rows, [1] * len(focus_rows)) if focus_rows else None
         self.kinds = _step_kinds(rows, mutations, False)
         self.region_kinds = _step_kinds(rows, mutations, True)
-        # Rows drawn by weight (WEIGHTS): common ops come up more often; the first row stays first.
-        self.by_category = {}
-        for c in C.CATEGORIES:
-            in_c = [r for r in rows if r.category == c]
-            if in_c:
-                self.by_category[c] = Weighted(in_c, [WEIGHTS.get(r.overload, 1) for r in in_c])
+        self.by_category = op_tables(rows)
 
     def __repr__(self) -> str:
         return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
                 f"{self.min_inputs}..{self.max_inputs}, mutations={self.mutations}, "
                 f"special_values={self.special_values}, constants={self.constants}>")
+
+
+def op_tables(rows) -> dict:
+    """Per category, its rows drawn by weight (``WEIGHTS``): common ops come up more often."""
+    tables = {}
+    for c in C.CATEGORIES:
+        in_c = [r for r in rows if r.category == c]
+        if in_c:
+            tables[c] = Weighted(in_c, [WEIGHTS.get(r.overload, 1) for r in in_c])
+    return tables
 
 
 def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> Weighted:
@@ -101,9 +106,6 @@ def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> Weighted:
 
 
 def _resolve_ops(ops, views: bool, mutations: bool) -> tuple:
-    by_name = {row.name: row for row in OPS}
-    by_name.update({row.name.removeprefix("aten."): row for row in OPS})
-    by_overload = {row.overload: row for row in OPS}
     if ops is None:
         return tuple(row for row in OPS if (views or row.category != C.VIEW)
                      and (mutations or row.category != C.INPLACE))
@@ -111,17 +113,18 @@ def _resolve_ops(ops, views: bool, mutations: bool) -> tuple:
         raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
     rows = []
     for item in ops:
-        row = item if isinstance(item, C.OpSpec) else by_overload.get(item) if not isinstance(item, str) else by_name.get(item)
-        if row is None:
+        named = rows_named(item)
+        if not named:
             raise InvalidArgument(
                 f"ops={list(ops)!r}: {item!r} is not in the op catalog; pass rows of strategies.OPS, "
-                f"their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor')"
+                f"their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor', or 'aten.add' for all)"
             )
-        if row.category == C.INPLACE and not mutations:
-            raise InvalidArgument(f"ops contains the in-place op {row.name}, which needs mutations=True")
-        if row.category == C.VIEW and not views:
-            raise InvalidArgument(f"ops contains the view op {row.name}, but views=False")
-        rows.append(row)
+        for row in named:
+            if row.category == C.INPLACE and not mutations:
+                raise InvalidArgument(f"ops contains the in-place op {row.name}, which needs mutations=True")
+            if row.category == C.VIEW and not views:
+                raise InvalidArgument(f"ops contains the view op {row.name}, but views=False")
+        rows += named
     if not rows:
         raise InvalidArgument(f"ops={ops!r} is empty; pass at least one op or leave ops=None")
     return tuple(dict.fromkeys(rows))

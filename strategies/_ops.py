@@ -208,3 +208,27 @@ WEIGHTS: dict = {
     aten.mul_.Tensor: 3,
     aten.copy_.default: 3,
 }
+
+
+_INDEX: dict = {}
+
+
+def rows_named(item) -> tuple:
+    """The catalog rows ``item`` names, or () when none: a row, an OpOverload or OpOverloadPacket, or
+    a name (``aten.add.Tensor``, ``add.Tensor``; a packet ``aten.add`` or ``add`` names every row of it).
+
+    >>> [r.name for r in rows_named("aten.clamp")]
+    ['aten.clamp.default', 'aten.clamp.Tensor']
+    """
+    if isinstance(item, OpSpec):
+        return (item,)
+    if not _INDEX:
+        for row in OPS:
+            packet = row.name.rsplit(".", 1)[0]
+            for key in (row.overload, row.name, row.name.removeprefix("aten."), packet, packet.removeprefix("aten."),
+                        getattr(aten, packet.removeprefix("aten."))):
+                _INDEX.setdefault(key, []).append(row)
+    try:
+        return tuple(dict.fromkeys(_INDEX.get(item, ())))
+    except TypeError:  # unhashable: not an op
+        return ()

@@ -170,11 +170,12 @@ def scalars(dtype: torch.dtype, domain: str = C.ANY_VALUE, *, special_values: bo
     if dtype in C.INT:
         return st.one_of(element_values(dtype, domain).map(int), *bools)
     values = element_values(dtype, domain, special_values=special_values)
-    ints = element_values(torch.int64, domain).filter(lambda v: _in_float_domain(v, domain))
+    ints = element_values(torch.int64, domain).filter(lambda v: in_float_domain(v, domain))
     return st.one_of(values.map(float), ints, *bools)
 
 
-def _in_float_domain(v, domain):
+def in_float_domain(v, domain):
+    """A scalar operand ``v`` inside ``domain``'s drawing range (mirrored for NONZERO)."""
     (lo, hi), _ = _RANGES[domain]
     return lo <= v <= hi or (domain == C.NONZERO and -hi <= v <= -lo)
 

@@ -65,6 +65,7 @@ class NullReporter:
     def example(self, ok: bool, done: int): ...
     def found(self, violation: Violation): ...
     def note(self, text: str): ...
+    def focus(self, focus: dict): ...
     def finish(self, result: VerifyResult): ...
 
 
@@ -147,12 +148,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
     seed = random.getrandbits(32) if seed is None else int(seed)
     focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
-    result = VerifyResult(target=put.name, options=opts, seed=seed, isolated=isolate,
+    result = VerifyResult(target=put.name, options=opts, seed=seed, isolated=isolate, focus=focus_info,
                           started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    result.focus = focus_info
     reporter.start(put.name, max_examples, opts)
-    if hasattr(reporter, "focus"):
-        reporter.focus(focus_info)
+    reporter.focus(focus_info)
     t0 = time.monotonic()
     stream = _Stream(result, json)
     run = functools.partial(_run, checker, put, opts, focus_obj, seed, max_examples, workers, repro_dir, reporter,
@@ -166,8 +165,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         raise HarnessError(f"a search process died ({crashed}) although examples were isolated")
     result.interrupted = found.interrupted
     result.examples = found.examples
-    result.changed = found.fire.changed
-    result.changed_dead_code_only = found.fire.dead_code_only
+    found.fire.fill(result)
     result.properties = {p: PropertyCount(found.checked.get(p, 0), p in found.best) for p in checker.checked}
     result.violations = [found.best[p][1] for p in sorted(found.best, key=_order(checker.checked))]
     result.duration_s = round(time.monotonic() - t0, 3)
@@ -280,6 +278,7 @@ class _Stream:
         if not self.path or (not force and time.monotonic() - self.last < _STREAM_EVERY_S):
             return
         self.result.examples = found.examples
+        found.fire.fill(self.result)
         self.result.violations = [v for _, v, _ in found.best.values()]
         self.write()
 

@@ -15,19 +15,20 @@ class FireCount:
 
     def __init__(self):
         self.changed = 0
-        self.nodes = 0
         self.dead_code_only = 0
 
-    def add(self, verdict, steer: bool = True) -> None:
+    def add(self, verdict) -> None:
+        """Count one checked example, and steer towards graphs the pass rewrites more (removing dead
+        code alone does not count: every pass that ends with a clean-up would do it)."""
         n = verdict.changed or 0
         if n > 0:
             self.changed += 1
-            self.nodes += n
             self.dead_code_only += verdict.dead_code_only
-        if steer:  # towards graphs the pass rewrites more (dead-code removal alone does not count)
-            target(0.0 if verdict.dead_code_only else float(n), label="nodes changed by the pass")
+        target(0.0 if verdict.dead_code_only else float(n), label="nodes changed by the pass")
 
     def merge(self, other: "FireCount") -> None:
         self.changed += other.changed
-        self.nodes += other.nodes
         self.dead_code_only += other.dead_code_only
+
+    def fill(self, result) -> None:
+        result.changed, result.changed_dead_code_only = self.changed, self.dead_code_only

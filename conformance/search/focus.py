@@ -3,31 +3,19 @@
 
 from __future__ import annotations
 
-from strategies import OPS, Focus
+from strategies import Focus, rows_named
 
 from .._errors import UsageError
 from .triggers import discover
 
-FOCUS_MODES = ("auto", "none")
-
 
 def _rows_named(names) -> tuple:
-    by_name = {}
-    for row in OPS:
-        by_name.setdefault(row.name, []).append(row)
-        by_name.setdefault(row.name.removeprefix("aten."), []).append(row)
-        packet = row.name.rsplit(".", 1)[0]
-        by_name.setdefault(packet, []).append(row)
-        by_name.setdefault(packet.removeprefix("aten."), []).append(row)
     rows, unknown = [], []
     for name in names:
-        key = str(name).strip()
-        found = by_name.get(key) or by_name.get(str(getattr(name, "__name__", "")))
-        if found is None and hasattr(name, "_schema"):
-            found = [r for r in OPS if r.overload is name]
+        found = rows_named(name.strip() if isinstance(name, str) else name)
         if not found:
-            unknown.append(key)
-        rows += found or []
+            unknown.append(str(name).strip())
+        rows += found
     if unknown:
         raise UsageError(f"focus={','.join(unknown)}: not in the op catalog; name catalog ops as aten.add or "
                          f"aten.add.Tensor (strategies.OPS lists them), or use --focus auto")
@@ -41,6 +29,8 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
     if focus == "auto":
         found = discover(put, mutations=mutations, timeout=timeout)
         return found.focus(), {"mode": "auto", **found.to_dict()}
+    if not isinstance(focus, str) and not hasattr(focus, "__iter__"):
+        raise UsageError(f"focus={focus!r}, but should be auto, none, or ops (aten.log,aten.exp or a list)")
     names = [n for n in focus.split(",") if n.strip()] if isinstance(focus, str) else list(focus)
     if not names:
         raise UsageError(f"focus={focus!r} is empty; give ops (aten.log,aten.exp), auto or none")

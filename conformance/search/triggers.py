@@ -28,10 +28,13 @@ import types
 import torch
 from hypothesis import HealthCheck, Phase, given, settings, seed as hseed
 
-from strategies import OPS, Focus, graphs
+import hypothesis
+import strategies
+from strategies import OPS, Focus, graphs, rows_named
 
-from ..changes import changed_nodes
 from ..adapters import clone_inputs, grad_mode_restored
+from ..changes import changed_nodes
+from ..verify import ExampleTimeout, deadline
 from .isolate import ChildDied, can_isolate, run_forked
 
 _MAX_CODE_OBJECTS = 3000
@@ -39,10 +42,6 @@ _MAX_CONSTANTS = 12
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _ATEN_STRING = re.compile(r"\baten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)")
-_OVERLOADS = {row.overload: row for row in OPS}
-_PACKETS: dict = {}
-for _row in OPS:
-    _PACKETS.setdefault(_row.overload._schema.name.split("::")[-1], []).append(_row)
 
 
 def packet_name(op) -> str:
@@ -64,11 +63,7 @@ class Triggers:
 
     @property
     def rows(self) -> tuple:
-        by_name = {row.name: row for row in OPS}
-        out = []
-        for name, _ in self.ops:
-            out += [by_name[name]] if name in by_name else _PACKETS.get(name.removeprefix("aten."), [])
-        return tuple(dict.fromkeys(out))
+        return tuple(dict.fromkeys(row for name, _ in self.ops for row in rows_named(name)))
 
     def to_dict(self) -> dict:
         return {"ops": [{"op": n, "how": h} for n, h in self.ops], "not_in_catalog": list(self.not_in_catalog),
@@ -94,20 +89,19 @@ class _Walker:
         self.codes = 0
 
     def op(self, op, how: str) -> None:
-        if isinstance(op, torch._ops.OpOverload):
-            if op in _OVERLOADS:
-                self.ops.setdefault(_OVERLOADS[op].name, how)
-            elif packet_name(op).removeprefix("aten.") in _PACKETS:
-                self.ops.setdefault(packet_name(op), how)
-            elif op.namespace == "aten":
-                self.missing.setdefault(packet_name(op), how)
-        elif isinstance(op, torch._ops.OpOverloadPacket):
-            self.packet(packet_name(op).removeprefix("aten."), how, aten=op._qualified_op_name.startswith("aten::"))
+        """Record an OpOverload or packet: the catalog row's name, its packet's, or a missing one."""
+        if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return
+        rows = rows_named(op)
+        if len(rows) == 1 and isinstance(op, torch._ops.OpOverload):
+            self.ops.setdefault(rows[0].name, how)
+        else:
+            self.packet(packet_name(op).removeprefix("aten."), how, aten=packet_name(op).startswith("aten."))
 
     def packet(self, name: str, how: str, aten: bool = True) -> None:
-        if name in _PACKETS:
+        if rows_named(f"aten.{name}"):
             self.ops.setdefault(f"aten.{name}", how)
-        elif aten and hasattr(torch.ops.aten, name) and not name.startswith("_"):
+        elif aten and not name.startswith("_") and hasattr(torch.ops.aten, name):
             self.missing.setdefault(f"aten.{name}", how)
 
     def constant(self, value) -> None:
@@ -202,14 +196,21 @@ class _Walker:
         if len(chain) < 2:
             return
         names = [str(n) for n in chain]
-        if "aten" in names[:-1]:
-            self.packet(names[names.index("aten") + 1], "code")
-            return
         head = globals_.get(names[0])
-        if isinstance(head, torch._ops._OpNamespace) and head.name == "aten":
-            self.packet(names[1], "code")
+        if "aten" in names[:-1]:
+            self.dotted(names[names.index("aten") + 1:])
+        elif isinstance(head, torch._ops._OpNamespace) and head.name == "aten":
+            self.dotted(names[1:])
         elif isinstance(head, torch._ops.OpOverloadPacket):
             self.op(head, "code")
+
+    def dotted(self, names: list) -> None:
+        """``[packet, overload?, ...]`` after ``aten``: the overload's row where the catalog has it."""
+        overload = f"aten.{names[0]}.{names[1]}" if len(names) > 1 else None
+        if overload and len(rows_named(overload)) == 1:
+            self.ops.setdefault(overload, "code")
+        else:
+            self.packet(names[0], "code")
 
 
 def _local_prefix(obj) -> str:
@@ -267,37 +268,32 @@ def probe_cases(mutations: bool) -> tuple:
 
 
 def _acts(put, case, timeout) -> bool:
-    from ..verify import deadline
-
     try:
         with grad_mode_restored(), deadline(timeout):
             applied = put.apply(case.gm, clone_inputs(case.example_inputs))
         return changed_nodes(case.gm, applied.gm) > 0
-    except BaseException as exc:  # noqa: BLE001 - a pass that fails on a probe is the search's to report
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except (Exception, ExampleTimeout, SystemExit):  # noqa: BLE001 - a pass failing on a probe is the search's to report
         return False
 
 
-def discover(put, *, mutations: bool, timeout: float | None = 10.0, probe: bool = True) -> Triggers:
+def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     """Static and dynamic trigger discovery for the adapted pass ``put`` (cached)."""
-    key = _cache_key(put, mutations, probe)
+    key = _cache_key(put, mutations)
     cached = _load(key)
     if cached is not None:
         return cached
     t0 = time.monotonic()
     walker = static_triggers(put.fn)
     found = dict(walker.ops)
-    if probe:
-        cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
-        run = functools.partial(_probe, put, cases, dict(found), mutations, timeout)
-        if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
-            try:
-                found = run_forked(run, None if timeout is None else 60 + 4 * timeout)
-            except ChildDied:
-                pass  # the search finds that crash itself, with a minimal graph
-        else:
-            found = run()
+    cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
+    run = functools.partial(_probe, put, cases, dict(found), mutations, timeout)
+    if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
+        try:
+            found = run_forked(run, None if timeout is None else 60 + 4 * timeout)
+        except ChildDied:
+            pass  # the search finds that crash itself, with a minimal graph
+    else:
+        found = run()
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
                       constants=list(walker.constants), seconds=time.monotonic() - t0)
     _store(key, result)
@@ -315,9 +311,9 @@ def _probe(put, cases, found: dict, mutations: bool, timeout) -> dict:
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
             if _acts(put, case, timeout):
                 for node in case.gm.graph.nodes:
-                    row = _OVERLOADS.get(node.target)
-                    if row is not None and row.name not in found and packet_name(row.overload) not in found:
-                        found[row.name] = "chain"
+                    rows = rows_named(node.target) if node.op == "call_function" else ()
+                    if rows and rows[0].name not in found and packet_name(node.target) not in found:
+                        found[rows[0].name] = "chain"
     return found
 
 
@@ -326,13 +322,17 @@ def _probe(put, cases, found: dict, mutations: bool, timeout) -> dict:
 _MEMORY: dict = {}
 
 
-def _catalog_fingerprint() -> str:
-    return hashlib.sha1("|".join(row.name for row in OPS).encode()).hexdigest()[:12]
+def _generator_fingerprint() -> str:
+    """The catalog's rows and the strategies package's files: what the probe graphs depend on."""
+    files = sorted(pathlib.Path(strategies.__file__).parent.glob("*.py"))
+    stamps = [f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files]
+    return hashlib.sha1("|".join([row.name for row in OPS] + stamps).encode()).hexdigest()[:12]
 
 
-def _cache_key(put, mutations, probe) -> str | None:
-    """A key that changes when the pass's source file, the catalog or torch changes; None when the
-    pass has no stable identity (a lambda or callable given directly)."""
+def _cache_key(put, mutations) -> str | None:
+    """A key that changes when the pass's source file, the generator (its catalog and code),
+    Hypothesis (which draws the probes) or torch changes; None when the pass has no stable identity
+    (a lambda)."""
     ref = getattr(put, "reference", None)
     if not ref:
         return None
@@ -345,7 +345,7 @@ def _cache_key(put, mutations, probe) -> str | None:
         stamp = f"{source}:{stat.st_mtime_ns}:{stat.st_size}"
     except (TypeError, OSError):
         stamp = "nosource"
-    text = f"{ref}|{stamp}|{_catalog_fingerprint()}|{torch.__version__}|{mutations}|{probe}|1"
+    text = f"{ref}|{stamp}|{_generator_fingerprint()}|{hypothesis.__version__}|{torch.__version__}|{mutations}"
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
 
