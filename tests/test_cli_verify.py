@@ -46,9 +46,13 @@ PASSES = textwrap.dedent('''
         return repair_input_as_output(gm, ())
 
     def reinplace_neg(gm):
-        """neg -> neg_ on the result of another op: values stay right, the functional contract breaks."""
+        """neg -> neg_ on a fresh pointwise result nothing else reads: values stay right, the
+        functional contract breaks. (Without the one-user test, a focused search finds
+        atan2(neg(neg(y)), y) where y = neg(x): the write changes what atan2 reads.)"""
         for n in gm.graph.nodes:
-            if n.target == aten.neg.default and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "call_function":
+            a = n.args[0] if n.target == aten.neg.default else None
+            if isinstance(a, torch.fx.Node) and a.op == "call_function" and torch.Tag.pointwise in a.target.tags \
+                    and len(a.users) == 1:
                 n.target = aten.neg_.default
         gm.recompile()
         return gm
@@ -88,10 +92,15 @@ def test_bad_target_is_one_line_and_exit_2(passes, capsys):
     assert main(["verify", f"{passes}:identity", "--graphs", "nope"]) == 2
 
 
-def test_identity_passes(passes, tmp_path):
+def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path):
+    """No counterexample, but no graph changed: not OK but VACUOUS, exit 4 (--allow-vacuous: 0)."""
     r = _cli("verify", f"{passes}:identity", "--max-examples", "30", "--seed", "1", "--repro-dir", tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "OK: no counterexample in 30 graphs (seed 1" in r.stdout
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "the pass changed 0 of 30 graphs (0%)" in r.stdout and "OK:" not in r.stdout
+    assert r.stdout.rstrip().splitlines()[-1].startswith("VACUOUS: the pass changed none of the 30 graphs")
+    assert "try --focus" in r.stdout
+    assert main(["verify", f"{passes}:identity", "--max-examples", "5", "--seed", "1", "--repro-dir", str(tmp_path),
+                 "--allow-vacuous"]) == 0
 
 
 def test_bug_found_reported_and_reproduced(passes, tmp_path):
@@ -238,7 +247,8 @@ def test_run_passes_pytest_arguments_and_reports_xfails_in_their_own_column():
 def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_path):
     report, md, junit = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.xml"
     r = _cli("verify", f"{passes}:identity", "--max-examples", "3", "--seed", "0", "--specials", "relaxed",
-             "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path)
+             "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path,
+             "--allow-vacuous")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "special values on (relaxed)" in r.stdout
     opts = json.loads(report.read_text())["options"]

@@ -43,4 +43,5 @@ def test_a_pipe_gets_plain_lines(tmp_path):
     verify(lambda gm: gm, max_examples=8, seed=0, repro_dir=str(tmp_path), reporter=ConsoleReporter(out))
     text = out.getvalue()
     assert "\x1b[" not in text and "checking graphs" not in text
-    assert "8/8 graphs checked" in text and text.rstrip().splitlines()[-1].startswith("OK: no counterexample in 8")
+    assert "8/8 graphs checked" in text and "the pass changed 0 of 8 graphs (0%)" in text
+    assert text.rstrip().splitlines()[-1].startswith("VACUOUS: the pass changed none of the 8 graphs")

@@ -46,6 +46,7 @@ def _assert_verified(graph_kind, scale, special_values):
                     ensure=["pointwise-kernels-only"], properties=PROPERTIES, timeout=60)
     assert result.ok, "\n\n".join(f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}\nrepro: {v.repro_path}"
                                   for v in result.violations) + f"\n(seed {result.seed})"
+    assert not result.vacuous, f"{result.fire_text}: no counterexample, but nothing verified (seed {result.seed})"
 
 
 def test_lowered_graphs_equal_the_originals():

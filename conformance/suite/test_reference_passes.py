@@ -44,6 +44,7 @@ def _assert_verified(target, graphs, ensure=()):
         f"{v.property}: {v.message}\ngraph before:\n{v.graph_before}\ngraph after:\n{v.graph_after}\n"
         f"repro: {v.repro_path}" for v in result.violations) + f"\n(seed {result.seed})"
     assert result.examples >= max_examples
+    assert not result.vacuous, f"{result.fire_text}: no counterexample, but nothing verified (seed {result.seed})"
 
 
 @pytest.mark.parametrize("graphs", ["functional", "mutating"])

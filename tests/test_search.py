@@ -1,0 +1,162 @@
+"""The search's own parts: trigger discovery, focus resolution, fire accounting and the vacuous verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+import torch.fx as fx
+
+from conformance import UsageError, verify
+from conformance.adapters import load_pass
+from conformance.search import triggers
+from conformance.search.focus import resolve_focus
+from conformance.search.triggers import discover, static_triggers
+
+aten = torch.ops.aten
+SCALE = 0.125
+_REWRITES = {aten.maximum.default: aten.fmax.default}
+
+
+def log_of_exp(gm):
+    """log(exp(x)) -> x: wrong for large x, and for integers (log(exp(int)) is a float)."""
+    for n in list(gm.graph.nodes):
+        if n.target == aten.log.default and getattr(n.args[0], "target", None) == aten.exp.default:
+            n.replace_all_uses_with(n.args[0].args[0])
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def swap_by_table(gm):
+    """Reads its targets from a module global (a dict of overloads) and a constant from another."""
+    for n in gm.graph.nodes:
+        if n.target in _REWRITES:
+            n.target = _REWRITES[n.target]
+        elif n.target == aten.mul.Tensor and n.args[1] == SCALE * 16:
+            n.args = (n.args[0], 2.0)
+    gm.recompile()
+    return gm
+
+
+def _make_closure():
+    wanted = torch.ops.aten.sigmoid.default
+
+    def by_closure(gm):
+        for n in gm.graph.nodes:
+            if n.target is wanted:
+                n.target = aten.sigmoid.default
+        return gm
+
+    return by_closure
+
+
+by_closure = _make_closure()
+
+
+class _PatternTable:
+    """Shaped like Inductor's PatternMatcherPass: a table keyed by (op, target)."""
+
+    def __init__(self):
+        self.patterns = {("call_function", aten.hypot.default): [], ("call_function", aten.mm.default): []}
+
+    def __call__(self, graph):
+        return 0
+
+
+pattern_pass = _PatternTable()
+
+
+def relu_only_on_tensors(gm):
+    """Acts on relu though its code names no op directly: only a probe finds it."""
+    name = "re" + "lu"
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and str(n.target).split(".")[1] == name:
+            n.target = aten.clamp_min.default
+            n.args = (n.args[0], 0)
+    gm.recompile()
+    return gm
+
+
+def segfault_on_neg(gm):
+    if any(n.target == aten.neg.default for n in gm.graph.nodes):
+        os.kill(os.getpid(), 11)
+    return gm
+
+
+def test_static_discovery_follows_code_globals_closures_and_pattern_tables():
+    found = static_triggers(log_of_exp)
+    assert {"aten.log.default", "aten.exp.default"} <= set(found.ops) and found.ops["aten.log.default"] == "code"
+    table = static_triggers(swap_by_table)
+    assert "aten.maximum.default" in table.ops and "aten.mul.Tensor" in table.ops
+    assert "aten.fmax" in table.missing  # named, but not in the catalog
+    assert SCALE in table.constants and 16 in table.constants
+    assert "aten.sigmoid.default" in static_triggers(by_closure).ops
+    patterns = static_triggers(pattern_pass)
+    assert patterns.ops == {"aten.hypot.default": "pattern"} and "aten.mm" in patterns.missing
+
+
+def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    found = discover(load_pass(relu_only_on_tensors), mutations=False)
+    assert ("aten.relu.default", "probe") in found.ops
+    crashing = discover(load_pass(segfault_on_neg), mutations=False)  # the forked prober dies, this process not
+    assert crashing.ops == [("aten.neg.default", "code")]
+
+
+def test_discovery_is_cached_on_disk_per_pass(tmp_path, monkeypatch):
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    monkeypatch.setattr(triggers, "_MEMORY", {})
+    first = discover(load_pass("tests.test_search:log_of_exp"), mutations=False)
+    assert not first.cached and list(tmp_path.glob("triggers/*.json"))
+    monkeypatch.setattr(triggers, "_MEMORY", {})  # as a new process would
+    again = discover(load_pass("tests.test_search:log_of_exp"), mutations=False)
+    assert again.cached and again.ops == first.ops and again.rows == first.rows
+    stored = json.loads(next(tmp_path.glob("triggers/*.json")).read_text())
+    assert {"op": "aten.log.default", "how": "code"} in stored["ops"]
+
+
+def test_focus_option_resolves_names_and_refuses_unknown_ones():
+    put = load_pass(log_of_exp)
+    focus, info = resolve_focus("aten.log, exp.default", put, mutations=False, timeout=None)
+    assert [r.name for r in focus.ops] == ["aten.log.default", "aten.exp.default"] and info["mode"] == "ops"
+    assert resolve_focus("none", put, mutations=False, timeout=None) == (None, {"mode": "none"})
+    with pytest.raises(UsageError, match="aten.mm: not in the op catalog"):
+        resolve_focus("aten.mm", put, mutations=False, timeout=None)
+    with pytest.raises(UsageError, match="should be auto, none, or ops"):
+        resolve_focus(3, put, mutations=False, timeout=None)
+
+
+def test_a_focused_search_catches_log_of_exp_where_the_plain_one_does_not():
+    plain = verify(log_of_exp, seed=0, max_examples=100, focus="none", repro_dir=None, shrink=False)
+    focused = verify(log_of_exp, seed=0, max_examples=100, repro_dir=None, shrink=False)
+    assert plain.ok and plain.changed_dead_code_only == plain.changed  # it only ever removed dead code
+    assert not focused.ok and focused.focus["mode"] == "auto"
+    assert {"op": "aten.log.default", "how": "code"} in focused.focus["ops"]
+
+
+def test_fire_accounting_counts_changed_graphs_and_a_no_op_is_vacuous():
+    noop = verify(lambda gm: gm, seed=0, max_examples=10, repro_dir=None)
+    assert noop.ok and noop.vacuous and (noop.examples, noop.changed) == (10, 0)
+
+    def rename(gm):  # new names and a recompile change nothing
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                n.name = n.name + "_x"
+        gm.recompile()
+        return gm
+
+    assert verify(rename, seed=0, max_examples=10, repro_dir=None).vacuous
+
+    def add_unused_clone(gm: fx.GraphModule):  # changes every graph, harmlessly
+        first = next(n for n in gm.graph.nodes if n.op == "placeholder")
+        with gm.graph.inserting_after(first):
+            gm.graph.call_function(aten.clone.default, (first,))
+        gm.recompile()
+        return gm
+
+    changed = verify(add_unused_clone, seed=0, max_examples=10, repro_dir=None)
+    assert changed.ok and not changed.vacuous and changed.changed == changed.examples == 10
+    assert changed.changed_dead_code_only == 0
