@@ -126,7 +126,8 @@ def fire_line(result: VerifyResult) -> str:
 
 def focus_line(focus: dict) -> str | None:
     """``focus: aten.log, aten.exp (code), aten.maximum (probe)``: what trigger discovery found."""
-    if not focus or focus.get("mode") == "none":
+    seeds = focus.get("seeds", ()) if focus else ()
+    if not focus or (focus.get("mode") == "none" and not seeds):
         return None
     groups: dict = {}
     for item in focus.get("ops", ()):
@@ -134,10 +135,13 @@ def focus_line(focus: dict) -> str | None:
     parts = [f"{', '.join(ops)} ({how})" for how, ops in groups.items()]
     missing = focus.get("not_in_catalog", ())
     if missing:
-        parts.append(f"{', '.join(missing)} (code; not in the op catalog, so no drawn graph has it)")
+        where = "only the seed graphs have it" if seeds else "so no drawn graph has it: try --seed-graphs"
+        parts.append(f"{', '.join(missing)} (code; not in the op catalog, {where})")
     consts = focus.get("constants", ())
     if consts:
         parts.append(f"constants {', '.join(map(repr, consts))}")
+    if seeds:
+        parts.append(f"{len(seeds)} seed graph{'s' if len(seeds) != 1 else ''} ({', '.join(seeds)})")
     if not parts:
         return "focus: nothing found (the pass's code names no catalog op and no one-op graph changed)"
     return "focus: " + "; ".join(parts)

@@ -41,7 +41,7 @@ def _verify(args) -> int:
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
-                        specials=args.specials, shrink=not args.no_shrink, focus=args.focus,
+                        specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
@@ -156,6 +156,10 @@ def _add_verify(sub) -> None:
     v.add_argument("--focus", default="auto", metavar="auto|none|OPS",
                    help="draw more of what the pass acts on: auto (found from its code and by probing it on "
                         "one-op graphs; default), none, or ops such as aten.log,aten.exp")
+    v.add_argument("--seed-graphs", default=None, metavar="PKG.MOD:FN",
+                   help="example programs the pass exists for: a list of (program, example_args) pairs, or a "
+                        "function returning one; traced with make_fx and embedded, with fresh values, in the "
+                        "focused graphs")
     v.add_argument("--allow-vacuous", action="store_true",
                    help="exit 0, not 4, when the pass changed none of the graphs")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")

@@ -15,6 +15,7 @@ from ._focus import Focus
 from ._graphs import GraphCase, graphs
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS, rows_named
+from ._seeds import SeedGraph
 from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
 from ._symbolic import index_expressions
 from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_floats, tensors
@@ -26,6 +27,7 @@ __all__ = [
     "Focus",
     "INDEX_FUNCTIONS",
     "OPS",
+    "SeedGraph",
     "GraphCase",
     "InvalidArgument",
     "Kwarg",

@@ -35,6 +35,9 @@ class DrawContext:
     focus_rows: object = None  # a Weighted of focus rows while a focused graph is drawn
     prefer: Value | None = None  # the latest focus op's result: the first operand of the next one
     scalar_pool: tuple = ()  # scalars a focused graph draws half the time
+    focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
+    seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
+    max_nodes: int = 64
 
 
 # --- domains on concrete values -----------------------------------------------------------------
@@ -124,7 +127,9 @@ def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target) -
     if not kinds:
         raise StepRejected("no room for another input and constants are off")
     kind = choose(draw, kinds)
-    if like is not None and flag(draw) is False:
+    if dtypes_ok == {torch.bool}:
+        dtype = torch.bool  # a mask (where's condition) is bool whatever the graph's dtypes
+    elif like is not None and flag(draw) is False:
         dtype = like.tensor.dtype  # same dtype first: mixing is the exception
     else:
         dtype = draw(ctx.dtypes)
@@ -161,26 +166,38 @@ def _dim(draw, rank, *, extra=0):
     return d - n if draw(integers(0, 2)) == 2 else d
 
 
-def rule_scalar(draw, ctx, like, domain, *, inplace=False):
-    value = _pool_scalar(draw, ctx, like.tensor.dtype, domain) if ctx.scalar_pool else None
+def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
+    """A scalar operand for ``like``'s dtype. An integer tensor gets a float scalar a quarter of the
+    time where the op allows (``int_tensor * 0.5`` is float: type promotion lives there), never when
+    written into in place. ``floats_ok``: the op takes float scalars with integer tensors."""
+    dtype = like.tensor.dtype
+    floats_ok = floats_ok and not inplace and dtype is not torch.bool
+    value = _pool_scalar(draw, ctx, dtype, domain, floats_ok) if ctx.scalar_pool else None
     if value is None:
-        value = draw(scalars(like.tensor.dtype, domain, special_values=ctx.special_values))
+        if floats_ok and not dtype.is_floating_point and draw(integers(0, 3)) == 3:
+            value = draw(scalars(torch.float32, domain, special_values=ctx.special_values))
+        else:
+            value = draw(scalars(dtype, domain, special_values=ctx.special_values))
     if inplace and not like.tensor.is_floating_point() and isinstance(value, float):
         raise StepRejected("a float scalar cannot be written into an integer tensor")
     return value
 
 
-def _pool_scalar(draw, ctx, dtype, domain):
-    """Half the time, a scalar from the focus pool that suits ``dtype`` and ``domain`` (else None)."""
-    if dtype is torch.bool or not flag(draw):
+def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
+    """A scalar from the focus pool that suits ``dtype`` and ``domain`` (else None): half the time,
+    three times in four in a focus step. An integral value comes as an int or as a float (``2`` and
+    ``2.0`` promote differently); a fractional one reaches an integer tensor only where ``floats_ok``."""
+    if dtype is torch.bool or draw(integers(0, 3)) < (1 if ctx.focus_step else 2):
         return None
     integral = not dtype.is_floating_point
-    fit = [v for v in ctx.scalar_pool if (not integral or float(v).is_integer())
+    fit = [v for v in ctx.scalar_pool if (floats_ok or not integral or float(v).is_integer())
            and (domain == C.ANY_VALUE or in_float_domain(v, domain))]
     if not fit:
         return None
     v = choose(draw, fit)
-    return int(v) if integral else v
+    if float(v).is_integer() and (integral and not floats_ok or flag(draw)):
+        return int(v)
+    return float(v) if floats_ok or not integral else int(v)
 
 
 _RESHAPE_MOVES = ("same", "flatten", "merge", "split", "unsqueeze", "squeeze")
@@ -338,16 +355,19 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
     args: list = [first]
     like = first
+    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
     for position, kind in enumerate(spec.args[1:], start=1):
         domain = spec.domain_of(position)
-        if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR and draw(integers(0, 3)) != 3):
+        # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step.
+        if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
+                                          and draw(integers(0, 3)) < (2 if ctx.focus_step else 3)):
             ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
             v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
             args.append(v)
             if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
                 like = v
         elif kind in (C.SCALAR, C.TENSOR_OR_SCALAR):
-            args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace))
+            args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace, floats_ok=floats_ok))
         else:
             args.extend(SHAPE_RULES[kind](draw, first.tensor))
     kwargs = {}
@@ -355,7 +375,7 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
         if not kw.required and flag(draw) is False:
             continue
         if kw.values == C.SCALAR:
-            kwargs[kw.name] = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace)
+            kwargs[kw.name] = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
         elif kw.values == C.DTYPE:
             kwargs[kw.name] = draw(ctx.dtypes)
         else:

@@ -17,11 +17,13 @@ BASIC_SCALARS = (0, 1, -1, 2, 0.5)
 
 @dataclass(frozen=True)
 class Focus:
-    """``ops``: catalog rows, overloads or names; ``scalars``: numbers; ``share``: focused graphs."""
+    """``ops``: catalog rows, overloads or names; ``scalars``: numbers; ``share``: focused graphs;
+    ``seeds``: ``SeedGraph``s (example programs) a focused graph embeds, about one step in four."""
 
     ops: tuple = ()
     scalars: tuple = ()
     share: float = 0.75
+    seeds: tuple = ()
 
     def __post_init__(self):
         if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
@@ -30,6 +32,11 @@ class Focus:
             raise InvalidArgument(f"Focus(scalars={self.scalars!r}) must be numbers")
         if not 0.0 < self.share <= 1.0:
             raise InvalidArgument(f"Focus(share={self.share!r}) must be in (0, 1]")
+        from ._seeds import SeedGraph
+
+        if not all(isinstance(g, SeedGraph) for g in self.seeds):
+            raise InvalidArgument(f"Focus(seeds=...) must be SeedGraphs, got {[type(g).__name__ for g in self.seeds]}")
+        object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "scalars", tuple(self.scalars))
 

@@ -8,6 +8,7 @@ long: after ``MAX_TIMEOUTS`` timed-out examples the search stops with the smalle
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import random
@@ -17,7 +18,7 @@ import time
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
 
-from strategies import graphs
+from strategies import Focus, graphs
 
 from .. import report as _report
 from .._errors import HarnessError, UsageError
@@ -27,7 +28,7 @@ from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
 from .fire import FireCount
-from .focus import resolve_focus
+from .focus import resolve_focus, resolve_seed_graphs
 from .isolate import ChildDied, can_isolate, run_forked
 from .workers import run_drivers
 
@@ -107,7 +108,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
-           specials: str = "strict", shrink: bool = True, focus="auto", reporter=None) -> VerifyResult:
+           specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None,
+           reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -128,6 +130,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             which is faster where only the verdict matters).
         focus: "auto" (find the ops and constants the pass acts on, and draw those far more often),
             "none" (the plain generator), or ops ("aten.log,aten.exp" or a list).
+        seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
+            context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
+            arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
 
     The result says how many graphs the pass changed (``changed``); ``vacuous`` is True when it
     changed none, so nothing was verified.
@@ -147,7 +152,11 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     if not isolate and timeout and not can_time_out():
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
     seed = random.getrandbits(32) if seed is None else int(seed)
+    seeds = resolve_seed_graphs(seed_graphs)
     focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
+    if seeds:
+        focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
+        focus_info["seeds"] = [repr(s) for s in seeds]
     result = VerifyResult(target=put.name, options=opts, seed=seed, isolated=isolate, focus=focus_info,
                           started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     reporter.start(put.name, max_examples, opts)
@@ -243,12 +252,14 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
+    if opts["seed_graphs"] is not None and not isinstance(opts["seed_graphs"], str):
+        opts["seed_graphs"] = "given"
     if not isinstance(opts["focus"], str):
         opts["focus"] = ",".join(getattr(f, "name", str(f)) for f in opts["focus"])
     return opts

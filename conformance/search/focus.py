@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
-from strategies import Focus, rows_named
+import inspect
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from strategies import Focus, InvalidArgument, SeedGraph, rows_named
 
 from .._errors import UsageError
+from ..adapters import resolve
 from .triggers import discover
 
 
@@ -37,3 +43,54 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
     rows = _rows_named(names)
     return Focus(ops=rows), {"mode": "ops", "ops": [{"op": r.name, "how": "given"} for r in rows],
                              "not_in_catalog": [], "constants": []}
+
+
+def resolve_seed_graphs(spec) -> tuple:
+    """``--seed-graphs``: ``"pkg.mod:attr"`` or the object itself, to a tuple of ``SeedGraph``s.
+
+    The object is a ``SeedGraph``, a ``(program, example_args)`` pair, or a list of those (or a
+    function of no arguments returning one). A program that is not already a GraphModule is traced
+    with ``make_fx``, so the seeds are ATen graphs like the drawn ones.
+    """
+    if spec is None:
+        return ()
+    where = spec if isinstance(spec, str) else "seed_graphs"
+    obj = resolve(spec)[0] if isinstance(spec, str) else spec
+    if callable(obj) and not isinstance(obj, (torch.nn.Module, SeedGraph)) and _takes_no_arguments(obj):
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001 - the user's factory failed: say so, no traceback
+            raise UsageError(f"{where}: calling it raised {type(exc).__name__}: {exc}") from None
+    if isinstance(obj, SeedGraph) or (isinstance(obj, tuple) and len(obj) == 2 and not isinstance(obj[0], tuple)):
+        obj = [obj]
+    if not isinstance(obj, (list, tuple)) or not obj:
+        raise UsageError(f"{where} gave {type(obj).__name__}, but should give SeedGraphs or (program, example_args) "
+                         f"pairs (a list, or a function returning one)")
+    return tuple(_seed(item, where, i) for i, item in enumerate(obj))
+
+
+def _takes_no_arguments(fn) -> bool:
+    try:
+        return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                       for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+
+
+def _seed(item, where: str, i: int) -> SeedGraph:
+    if isinstance(item, SeedGraph):
+        return item
+    if not (isinstance(item, (tuple, list)) and len(item) == 2 and callable(item[0])):
+        raise UsageError(f"{where}[{i}] is {type(item).__name__}, but should be a SeedGraph or a (program, "
+                         f"example_args) pair")
+    program, args = item
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    try:
+        gm = program if isinstance(program, torch.fx.GraphModule) else make_fx(program)(*args)
+    except Exception as exc:  # noqa: BLE001 - tracing the user's program failed: say so, no traceback
+        raise UsageError(f"{where}[{i}]: make_fx could not trace it: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    try:
+        return SeedGraph(gm, args)
+    except InvalidArgument as exc:
+        raise UsageError(f"{where}[{i}]: {exc}") from None

@@ -1,0 +1,151 @@
+"""Seed graphs (strategies/_seeds.py, ``--seed-graphs``): a user's example programs, traced with
+make_fx, embedded with fresh values in drawn context, so a pass over ops the catalog lacks (mm,
+addmm) is exercised; bad seeds get one clear error."""
+
+from __future__ import annotations
+
+import collections
+import textwrap
+
+import pytest
+import torch
+import torch.fx as fx
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from conformance import UsageError, verify
+from conformance.cli import main
+from conformance.search.focus import resolve_seed_graphs
+from strategies import Focus, InvalidArgument, SeedGraph, graphs
+
+aten = torch.ops.aten
+
+
+def _linear(x, w, b):
+    return torch.mm(x, w) + b
+
+
+def _linear_seed():
+    return SeedGraph(make_fx(_linear)(torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)),
+                     (torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))
+
+
+def fuse_addmm(gm: fx.GraphModule) -> fx.GraphModule:
+    """``add(mm(a, b), c) -> addmm(c, a, b)``. Flaw: addmm's ``c`` must broadcast to the 2-d product,
+    and ``add`` broadcasts both ways: a 3-d ``c`` makes a 3-d sum, which addmm refuses."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target == aten.add.Tensor and not node.kwargs:
+            mm, c = node.args
+            if getattr(mm, "target", None) == aten.mm.default and isinstance(c, fx.Node):
+                with gm.graph.inserting_before(node):
+                    new = gm.graph.call_function(aten.addmm.default, (c, *mm.args))
+                node.replace_all_uses_with(new)
+                gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def test_seed_graphs_are_embedded_in_drawn_context_with_fresh_values():
+    seen = collections.Counter()
+    inputs = set()
+
+    @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(graphs(focus=Focus(seeds=[_linear_seed()])))
+    def run(case):
+        targets = [n.target for n in case.gm.graph.nodes if n.op == "call_function"]
+        if aten.mm.default in targets:
+            seen["mm"] += 1
+            seen["with other ops"] += any(t not in (aten.mm.default, aten.add.Tensor) for t in targets)
+            inputs.update(float(t.flatten()[0]) for t in case.example_inputs if t.dtype == torch.float32 and t.numel())
+
+    run()
+    assert seen["mm"] >= 15, seen  # mm is not in the catalog: only the seed brings it
+    assert seen["with other ops"] >= 5, seen
+    assert len(inputs) >= 5  # values are drawn fresh, not the example's
+
+
+def test_a_pass_over_ops_the_catalog_lacks_is_vacuous_without_seeds_and_checked_with_them():
+    plain = verify(fuse_addmm, seed=0, max_examples=40, repro_dir=None, shrink=False)
+    assert plain.vacuous and plain.changed == 0
+    seeded = verify(fuse_addmm, seed=0, repro_dir=None, shrink=False, seed_graphs=[(_linear, (
+        torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
+    assert seeded.changed > 0 and seeded.focus["seeds"]
+    assert not seeded.ok  # the bias that broadcasts the sum to 3-d: addmm raises
+    assert "addmm" in seeded.violations[0].message
+
+
+def test_a_correct_pass_over_seeds_is_not_flagged():
+    def fuse_addmm_2d(gm):
+        for node in list(gm.graph.nodes):
+            if node.op == "call_function" and node.target == aten.add.Tensor and not node.kwargs:
+                mm, c = node.args
+                if getattr(mm, "target", None) == aten.mm.default and isinstance(c, fx.Node) \
+                        and c.meta["val"].dim() <= 2 and c.meta["val"].dtype == mm.meta["val"].dtype \
+                        and torch.broadcast_shapes(c.meta["val"].shape, mm.meta["val"].shape) == mm.meta["val"].shape:
+                    with gm.graph.inserting_before(node):
+                        new = gm.graph.call_function(aten.addmm.default, (c, *mm.args))
+                    node.replace_all_uses_with(new)
+                    gm.graph.erase_node(node)
+        gm.recompile()
+        return gm
+
+    result = verify(fuse_addmm_2d, seed=0, max_examples=100, repro_dir=None, shrink=False,
+                    seed_graphs=[(_linear, (torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
+    assert result.ok, [v.message for v in result.violations]
+    assert result.changed >= 10
+
+
+def test_seed_graphs_from_a_target_string(tmp_path, monkeypatch, capsys):
+    (tmp_path / "progs.py").write_text(textwrap.dedent("""
+        import torch
+        def examples():
+            return [(lambda x, w, b: torch.mm(x, w) + b, (torch.randn(2, 3), torch.randn(3, 2), torch.randn(2)))]
+    """))
+    monkeypatch.chdir(tmp_path)
+    seeds = resolve_seed_graphs("progs.py:examples")
+    assert len(seeds) == 1 and "aten.mm.default" in repr(seeds[0])
+    code = main(["verify", "tests.test_seeds:fuse_addmm", "--seed", "0", "--no-shrink", "--repro-dir", str(tmp_path),
+                 "--seed-graphs", "progs.py:examples"])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out  # without seeds: vacuous, exit 4
+    assert "the pass changed 0 of" not in out and "the pass changed" in out
+    assert "1 seed graph (SeedGraph(aten.mm.default, aten.add.Tensor))" in out
+
+
+@pytest.mark.parametrize("spec, message", [
+    (42, "should give SeedGraphs"),
+    ([], "should give SeedGraphs"),
+    ([(_linear, (torch.randn(2, 3), torch.randn(5, 2), torch.randn(2)))], "make_fx could not trace it"),
+    ([("not callable", ())], "should be a SeedGraph or a (program, example_args) pair"),
+    ([(_linear, (torch.randn(3, 4).to(torch.int8), torch.randn(4, 2), torch.randn(2)))], "make_fx could not trace"),
+    ([(lambda x: x.to(torch.int8) + 1, (torch.ones(2),))], None),
+    ([(lambda x: x, (torch.randn(2),))], "no call_function node"),
+    ([(lambda x: x + 1, (torch.randn(4096),))], "at most 2048"),
+    ([(lambda x: x + 1, (torch.ones(2, dtype=torch.int8),))], "the generator draws"),
+    (lambda: 1 / 0, "calling it raised ZeroDivisionError"),
+])
+def test_bad_seed_graphs_get_one_clear_error(spec, message):
+    if message is None:
+        assert len(resolve_seed_graphs(spec)) == 1  # a dtype the graph makes inside is fine
+        return
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        resolve_seed_graphs(spec)
+
+
+def test_seed_graph_validates_its_parts():
+    gm = make_fx(lambda x: x + 1)(torch.randn(2))
+    with pytest.raises(InvalidArgument, match="placeholders"):
+        SeedGraph(gm, ())
+    with pytest.raises(InvalidArgument, match="torch.fx.GraphModule"):
+        SeedGraph(lambda x: x, (torch.randn(2),))
+    with pytest.raises(InvalidArgument, match="must be SeedGraphs"):
+        Focus(seeds=[gm])
+
+
+def test_cli_seed_graphs_bad_target_is_a_usage_error(capsys):
+    assert main(["verify", "tests.test_seeds:fuse_addmm", "--seed-graphs", "no_such_module_xyz:f"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_module_xyz" in err and "Traceback" not in err
