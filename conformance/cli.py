@@ -36,7 +36,7 @@ def _verify(args) -> int:
     try:
         result = verify(args.target, max_examples=args.max_examples, seed=args.seed, graphs=args.graphs,
                         special_values=not args.no_special_values, constants=not args.no_constants,
-                        ensure=args.ensure or (),
+                        ensure=args.ensure or (), preserve=args.preserve or (),
                         properties=args.properties, signature=args.signature,
                         settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
@@ -135,7 +135,11 @@ def _add_verify(sub) -> None:
                         "original overflows or loses a value the fp64 reference has, a result near the "
                         "reference passes too")
     v.add_argument("--signed-zeros", action="store_true", help="-0.0 and 0.0 differ in outputs and inputs")
-    v.add_argument("--ensure", action="append", metavar="NAME", help="a contract the result must keep (repeatable)")
+    v.add_argument("--ensure", action="append", metavar="NAME",
+                   help="a contract the result must satisfy whatever the original did (repeatable)")
+    v.add_argument("--preserve", action="append", metavar="NAME",
+                   help="a contract the pass must not break: judged against the original, only on graphs the pass "
+                        "changed (repeatable)")
     v.add_argument("--properties", default=None, help=f"comma-separated subset of {','.join(PROPERTIES)} "
                                                       f"(default validity,values,mutations,aliasing)")
     v.add_argument("--signature", choices=sorted(SIGNATURES), default=None, help="the pass's calling form "

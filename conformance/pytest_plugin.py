@@ -34,6 +34,10 @@ def pytest_addoption(parser):
     group.addoption("--fx-signature", default=None, help="the calling form of --fx-pass (default: detected)")
     group.addoption("--fx-settings-factory", default=None, metavar="PKG.MOD:FN",
                     help="settings factory for an fn(gm, settings) --fx-pass")
+    group.addoption("--fx-focus", default="auto", metavar="auto|none|OPS",
+                    help="what the graphs for --fx-pass draw more of (as fx-conformance verify --focus)")
+    group.addoption("--fx-allow-vacuous", action="store_true", default=False,
+                    help="exit 0, not 4, when --fx-pass changed none of the graphs")
 
 
 def pytest_report_header(config):
@@ -56,6 +60,59 @@ def pytest_report_header(config):
         lines.append(f"fx-conformance: verifying {target} on {config.getoption('fx_graphs')} graphs, "
                      f"contracts: {ensure}, specials: {config.getoption('fx_specials')}")
     return lines
+
+
+# How many graphs the pass under --fx-pass changed, per test (filled by the third-party suite in the
+# process that ran the test; the counts travel to the controller in the report's user_properties).
+FIRE: dict = collections.defaultdict(collections.Counter)
+VACUOUS_EXIT = 4
+
+
+def record_fire(verdict) -> None:
+    """Count one checked graph of the running test, and whether the pass changed it."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    FIRE[test]["examples"] += 1
+    FIRE[test]["changed"] += bool(verdict.changed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call" and item.nodeid in FIRE:
+        counts = FIRE.pop(item.nodeid)
+        outcome.get_result().user_properties += [("fx_examples", counts["examples"]),
+                                                 ("fx_changed", counts["changed"])]
+
+
+class _Fire:
+    """``--fx-pass``: the fire line at the end, and exit status 4 when the pass changed no graph."""
+
+    def __init__(self, allow_vacuous: bool):
+        self.counts = collections.Counter()
+        self.allow_vacuous = allow_vacuous
+
+    def pytest_runtest_logreport(self, report):
+        for key, value in getattr(report, "user_properties", ()):
+            if key in ("fx_examples", "fx_changed"):
+                self.counts[key] += value
+
+    def vacuous(self) -> bool:
+        return self.counts["fx_examples"] > 0 and self.counts["fx_changed"] == 0
+
+    def pytest_terminal_summary(self, terminalreporter):
+        from ._result import VerifyResult
+
+        n, k = self.counts["fx_examples"], self.counts["fx_changed"]
+        if n:
+            terminalreporter.write_line(VerifyResult(target="", examples=n, changed=k).fire_text)
+        if self.vacuous():
+            terminalreporter.write_line("VACUOUS: " + VerifyResult(target="", examples=n, changed=k).vacuous_text
+                                        + ("" if not self.allow_vacuous else " (allowed: --fx-allow-vacuous)"))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.vacuous() and not self.allow_vacuous and exitstatus == 0:
+            session.exitstatus = VACUOUS_EXIT
 
 
 class _Summary:
@@ -102,6 +159,8 @@ def pytest_configure(config):
     # `pytest --fx-pass=X` with no test paths runs the third-party module, wherever pytest runs.
     if config.getoption("fx_pass", default=None) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(THIRD_PARTY_MODULE)]
+    if config.getoption("fx_pass", default=None):
+        config.pluginmanager.register(_Fire(config.getoption("fx_allow_vacuous", default=False)), "fx-conformance-fire")
     if config.getoption("fx_summary", default=False) or config.getoption("fx_summary_json", default=None):
         profile = config.getoption("hypothesis_profile", default=None)
         config.pluginmanager.register(_Summary(config.getoption("fx_summary_json", default=None), profile),

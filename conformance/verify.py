@@ -12,7 +12,9 @@ isolated workers run, and that repro scripts call. Properties (``PROPERTIES``):
 - ``aliasing``: which outputs alias inputs, constants or each other is unchanged, except that
   outputs may come to share storage with each other (CSE of duplicate results); a contract such
   as ``functional`` may allow aliases to be removed; an alias of an input or constant is never added;
-- ``contracts``: the ``ensure=`` names (``contracts.CONTRACTS``);
+- ``contracts``: the ``ensure=`` names (``contracts.CONTRACTS``), which the result must satisfy
+  whatever the original did (the pass establishes them), and the ``preserve=`` names, judged
+  against the original: only violations the pass introduced count, never on a graph it left unchanged;
 - ``idempotence``: the pass applied to its own result changes nothing (code, ``modified``);
 - ``determinism``: the pass applied twice to the same graph gives the same code.
 
@@ -21,6 +23,8 @@ A pass that raises, hangs (``timeout``) or returns a non-graph violates ``execut
 
 from __future__ import annotations
 
+import collections
+import re
 import signal
 import threading
 import traceback
@@ -64,21 +68,25 @@ def resolve_properties(properties, ensure) -> tuple:
     if ensure and "contracts" not in names:
         names.append("contracts")
     if "contracts" in names and not ensure:
-        raise UsageError("the contracts property needs at least one --ensure NAME")
+        raise UsageError("the contracts property needs at least one --ensure NAME or --preserve NAME")
     return tuple(p for p in PROPERTIES if p in names)
 
 
 class Checker:
     """Checks graphs against one pass with fixed options; ``check(gm, inputs) -> Verdict``."""
 
-    def __init__(self, pass_: PassUnderTest, *, properties=None, ensure=(), timeout: float | None = 10.0,
+    def __init__(self, pass_: PassUnderTest, *, properties=None, ensure=(), preserve=(), timeout: float | None = 10.0,
                  signed_zeros: bool = False, specials: str = "strict", device: str = "cpu"):
         if specials not in SPECIALS:
             raise UsageError(f"specials={specials!r}, but should be one of {', '.join(SPECIALS)}")
         self.pass_ = pass_
-        self.ensure = tuple(ensure)
+        self.ensure, self.preserve = tuple(ensure), tuple(preserve)
+        if both := sorted(set(self.ensure) & set(self.preserve)):
+            raise UsageError(f"contract {both[0]!r} is both --ensure (the result must satisfy it) and --preserve "
+                             f"(the pass must not break it); give one")
         self.contracts = get_contracts(self.ensure)
-        self.properties = resolve_properties(properties, self.ensure)
+        self.preserved = get_contracts(self.preserve)
+        self.properties = resolve_properties(properties, self.ensure + self.preserve)
         self.timeout = timeout
         self.signed_zeros = signed_zeros
         self.specials = specials
@@ -90,7 +98,7 @@ class Checker:
         """Property names as reported: ``contracts`` expands to ``contracts:<name>``."""
         out = []
         for p in self.properties:
-            out.extend(f"contracts:{c}" for c in self.ensure) if p == "contracts" else out.append(p)
+            out.extend(f"contracts:{c}" for c in self.ensure + self.preserve) if p == "contracts" else out.append(p)
         return tuple(out)
 
     def check(self, gm: fx.GraphModule, inputs: tuple) -> Verdict:
@@ -161,10 +169,23 @@ class _Run:
             for contract in self.c.contracts:
                 for message in contract.check(ctx):
                     self.violation(f"contracts:{contract.name}", message)
+            if self.c.preserved and self.verdict.changed:
+                self._preserved(ctx, ContractContext(self.gm, self.gm, exp_in, tuple(exp_flat)))
         if self.wants("idempotence"):
             self._idempotence(applied)
         if self.wants("determinism"):
             self._determinism(after)
+
+    def _preserved(self, ctx, original) -> None:
+        """``preserve=`` contracts: a violation counts only where the original had no such one (same
+        message, node names aside); a graph the pass did not change is never judged."""
+        for contract in self.c.preserved:
+            already = collections.Counter(_unnamed(m) for m in contract.check(original))
+            for message in contract.check(ctx):
+                if already[_unnamed(message)] > 0:
+                    already[_unnamed(message)] -= 1
+                    continue
+                self.violation(f"contracts:{contract.name}", f"{message} (the original kept it)")
 
     # --- the pass ------------------------------------------------------------------------------
     def _apply(self, gm, inputs):
@@ -431,7 +452,7 @@ def can_time_out() -> bool:
     return hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
 
 
-def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), signature=None,
+def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), preserve=(), signature=None,
           settings_factory=None, device: str = "cpu", timeout: float | None = 10.0,
           signed_zeros: bool = False, specials: str = "strict") -> Verdict:
     """Check ``pass_`` on one graph: ``Verdict`` with the violated properties (``.ok`` when none).
@@ -461,9 +482,15 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     except Exception as exc:  # noqa: BLE001
         raise UsageError(f"the graph given to check() raised {type(exc).__name__} on its own inputs: "
                          f"{_first_line(exc)}") from None
-    checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
+    checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
+                      signed_zeros=signed_zeros,
                       specials=specials, device=device)
     return checker.check(gm, inputs)
 
 
 __all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "deadline", "resolve_properties"]
+
+
+def _unnamed(message: str) -> str:
+    """A contract message without node names and labels, to match a violation across the pass."""
+    return re.sub(r"%\w+", "%_", re.sub(r"\s*\[node [^\]]*\]\s*$", "", message))

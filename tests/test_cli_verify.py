@@ -145,14 +145,21 @@ def _pytest(*args, cwd, profile):
 
 
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
-    ok = _pytest(f"--fx-pass={passes}:identity", "--fx-specials", "relaxed", cwd=tmp_path, profile="smoke")
+    ok = _pytest(f"--fx-pass={passes}:identity", "--fx-specials", "relaxed", "--fx-allow-vacuous", cwd=tmp_path,
+                 profile="smoke")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "4 passed, 1 skipped" in ok.stdout and "specials: relaxed" in ok.stdout
+    # identity changes nothing: the fire line says so, and without --fx-allow-vacuous the exit is 4
+    assert "the pass changed 0 of 24 graphs (0%)" in ok.stdout and "(allowed: --fx-allow-vacuous)" in ok.stdout
+    vacuous = _pytest(f"--fx-pass={passes}:identity", cwd=tmp_path, profile="smoke")
+    assert vacuous.returncode == 4, vacuous.stdout[-3000:]
+    assert "VACUOUS: the pass changed none of the 24 graphs" in vacuous.stdout
     # A pass wrong on every graph: the test is about the plugin reporting a failure, not about how
     # often 25 graphs contain a non-commutative op (swap_sub was missed by some profiles and seeds).
     bad = _pytest(f"--fx-pass={passes}:plus_one", "-q", cwd=tmp_path, profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "violates values" in bad.stdout
+    assert re.search(r"the pass changed (\d+) of \1 graphs \(100%\)", bad.stdout), bad.stdout[-2000:]
 
 
 def test_every_verify_option_reaches_the_run(passes, tmp_path):

@@ -104,7 +104,7 @@ def _size(case) -> tuple:
 
 
 def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
-           special_values: bool = True, constants: bool = True, ensure=(), properties=None, signature: str | None = None,
+           special_values: bool = True, constants: bool = True, ensure=(), preserve=(), properties=None, signature: str | None = None,
            settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
@@ -121,7 +121,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             or "relaxed" (where the original overflowed or lost a value that the fp64 reference
             has, a result within tolerance of the reference passes).
         constants: graphs may read tensor constants through ``get_attr`` (module buffers).
-        ensure: contract names (``conformance.CONTRACTS``); properties: names or "a,b".
+        ensure: contract names (``conformance.CONTRACTS``) the result must satisfy, whatever the
+            original did (the pass establishes them: a repair pass, functionalization).
+        preserve: contract names judged against the original: only violations the pass introduced
+            count, and a graph it did not change is never reported. properties: names or "a,b".
         timeout: seconds per example; isolate: run each example in a forked process (survives
             segfaults and os._exit); workers: independent searches in parallel processes.
         json, junit, markdown: report paths (JSON is rewritten as examples finish).
@@ -142,7 +145,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     """
     opts = _options(locals())
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
-    checker = Checker(put, properties=properties, ensure=ensure, timeout=timeout, signed_zeros=signed_zeros,
+    checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
+                      signed_zeros=signed_zeros,
                       specials=specials, device=opts["device"])
     reporter = reporter or NullReporter()
     if isolate and not can_isolate():
@@ -251,10 +255,11 @@ def _options(args: dict) -> dict:
         raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
-    keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "properties", "signature", "timeout",
+    keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
+    opts["preserve"] = list(args["preserve"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
@@ -374,7 +379,7 @@ def _record_final(found: _Found, exc: PropertyViolated) -> None:
 def _write_repros(found: _Found, put, opts, repro_dir) -> None:
     if not repro_dir:
         return
-    call_opts = {k: opts[k] for k in ("properties", "ensure", "signature", "settings_factory", "device",
+    call_opts = {k: opts[k] for k in ("properties", "ensure", "preserve", "signature", "settings_factory", "device",
                                       "signed_zeros", "specials")}
     call_opts["timeout"] = opts["timeout"]
     written = {}

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from conformance import UsageError, load_pass
 from conformance._result import EXECUTION
+from conformance.pytest_plugin import record_fire
+from conformance.search.focus import resolve_focus
 from conformance.verify import Checker
 from strategies import graphs
 
@@ -30,18 +32,23 @@ def fx_options(request):
                         settings_factory=config.getoption("fx_settings_factory"))
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-pass: {exc}") from None
-    return (put, tuple(config.getoption("fx_ensure")), config.getoption("fx_graphs") == "mutating",
-            config.getoption("fx_specials"))
+    mutating = config.getoption("fx_graphs") == "mutating"
+    try:
+        focus, _ = resolve_focus(config.getoption("fx_focus"), put, mutations=mutating, timeout=10.0)
+    except UsageError as exc:
+        raise pytest.UsageError(f"--fx-focus: {exc}") from None
+    return put, tuple(config.getoption("fx_ensure")), mutating, config.getoption("fx_specials"), focus
 
 
 def _check(fx_options, data, prop):
-    put, ensure, mutating, specials = fx_options
+    put, ensure, mutating, specials, focus = fx_options
     # The contracts go to every checker, as in `fx-conformance verify`: what they allow (an input
     # returned as a copy with its own layout, say) holds for every property; each test then judges
     # its own property (and execution, which any test may hit first).
     checker = Checker(put, properties=[prop], ensure=ensure, specials=specials)
-    case = data.draw(graphs(mutations=mutating, special_values=True), label="graph")
+    case = data.draw(graphs(mutations=mutating, special_values=True, focus=focus), label="graph")
     verdict = checker.check(case.gm, case.example_inputs)
+    record_fire(verdict)
     mine = [v for v in verdict.violations if v.property == EXECUTION or v.property.split(":")[0] == prop]
     assert not mine, (f"{put.name} violates {prop}:\n" + "\n".join(f"{v.property}: {v.message}" for v in mine)
                       + f"\ngraph after the pass:\n{verdict.graph_after}")
