@@ -140,6 +140,9 @@ def focus_line(focus: dict) -> str | None:
     consts = focus.get("constants", ())
     if consts:
         parts.append(f"constants {', '.join(map(repr, consts))}")
+    if focus.get("probes_cut"):
+        parts.append("probing stopped at its time budget (a slow pass): ops it acts on may be missing, name "
+                     "them with --focus")
     if seeds:
         parts.append(f"{len(seeds)} seed graph{'s' if len(seeds) != 1 else ''} ({', '.join(seeds)})")
     if not parts:

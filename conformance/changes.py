@@ -47,12 +47,14 @@ def _target(node: fx.Node) -> str:
     return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', repr(t))}"
 
 
-def node_keys(gm: fx.GraphModule) -> list:
-    """One key per node, in graph order: equal keys compute the same thing from the same inputs."""
+def node_keys(gm) -> list:
+    """One key per node of ``gm`` (a GraphModule or a Graph), in graph order: equal keys compute the
+    same thing from the same inputs."""
+    graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
     keys: dict = {}
     out = []
     position = 0
-    for node in gm.graph.nodes:
+    for node in graph.nodes:
         if node.op == "placeholder":
             text = f"placeholder#{position}"
             position += 1
@@ -66,9 +68,7 @@ def node_keys(gm: fx.GraphModule) -> list:
     return out
 
 
-def changed_nodes(before: fx.GraphModule, after: fx.GraphModule) -> int:
-    """How many nodes ``after`` differs from ``before`` by (0: the same graph, up to names)."""
-    a, b = node_keys(before), node_keys(after)
+def _differ(a: list, b: list) -> int:
     ca, cb = collections.Counter(a), collections.Counter(b)
     differ = sum((ca - cb).values()) + sum((cb - ca).values())
     if differ:
@@ -76,22 +76,33 @@ def changed_nodes(before: fx.GraphModule, after: fx.GraphModule) -> int:
     return sum(x != y for x, y in zip(a, b))  # the same nodes in another order
 
 
-def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> bool:
-    """``after`` is ``before`` less its dead code (what ``Graph.eliminate_dead_code`` removes):
-    a pass whose rewrite never matched, but which cleans up at the end, changes graphs only so."""
-    graph = copy.deepcopy(before.graph)
+def changed_nodes(before, after) -> int:
+    """How many nodes ``after`` differs from ``before`` by (0: the same graph, up to names)."""
+    return _differ(node_keys(before), node_keys(after))
+
+
+def _dead_code_removed_keys(before) -> list:
+    """The keys of ``before`` less its dead code (what ``Graph.eliminate_dead_code`` removes)."""
+    graph = copy.deepcopy(before.graph if isinstance(before, fx.GraphModule) else before)
     graph.eliminate_dead_code()
-    return changed_nodes(fx.GraphModule(before, graph), after) == 0
+    return node_keys(graph)
+
+
+def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> bool:
+    """``after`` is ``before`` less its dead code: a pass whose rewrite never matched, but which
+    cleans up at the end, changes graphs only so."""
+    return _differ(_dead_code_removed_keys(before), node_keys(after)) == 0
 
 
 def what_changed(before: fx.GraphModule, after) -> tuple:
     """``(nodes changed, whether that was only dead-code removal)``; a result too broken to compare
     (no graph, nodes that cannot be keyed) changed all its nodes."""
     try:
-        n = changed_nodes(before, after)
+        after_keys = node_keys(after)
+        n = _differ(node_keys(before), after_keys)
     except Exception:  # noqa: BLE001 - whatever the pass returned, it is not the graph it was given
         return max(1, len(getattr(getattr(after, "graph", None), "nodes", ()))), False
     try:
-        return n, n > 0 and only_dead_code_removed(before, after)
+        return n, n > 0 and _differ(_dead_code_removed_keys(before), after_keys) == 0
     except Exception:  # noqa: BLE001 - a graph that cannot be compared changed more than its dead code
         return n, False

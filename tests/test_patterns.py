@@ -28,13 +28,12 @@ def test_correct_twin_is_not_flagged_and_fires(name, seed):
     assert not result.vacuous and result.changed >= 3, f"{name}: the twin changed {result.changed} of 200 graphs"
 
 
-def test_the_bugs_need_focus():
-    """Without focus (the plain generator), the chain bugs are rarely exercised: the reason focus exists.
-    At least one of them goes uncaught or unexercised in 200 graphs at seed 0."""
-    missed = []
-    for name in ("log_exp", "cast_round_trip"):
-        result = verify(PATTERNS[name][0], seed=0, repro_dir=None, shrink=False, focus="none", **PATTERN_OPTIONS[name])
-        focused = verify(PATTERNS[name][0], seed=0, repro_dir=None, shrink=False, **PATTERN_OPTIONS[name])
-        missed.append((name, result.ok, result.changed, result.examples, focused.examples))
-    # the focused search finds each bug in fewer graphs (or the plain one finds nothing)
-    assert all(ok or focused_n <= n for _, ok, _, n, focused_n in missed), missed
+@pytest.mark.parametrize("name", ["log_exp", "where_compare"])
+def test_the_chain_bugs_need_focus(name):
+    """The plain generator (focus none) changed none of 200 graphs for log_exp, cast_round_trip,
+    where_compare and square at seeds 0, 1 and 2 (measured): the reason focus exists. The focused
+    search finds the bug, and the share of graphs the pass changes is higher with focus."""
+    plain = verify(PATTERNS[name][0], seed=0, max_examples=100, repro_dir=None, shrink=False, focus="none")
+    focused = verify(PATTERNS[name][0], seed=0, repro_dir=None, shrink=False)
+    assert not focused.ok
+    assert plain.changed_share < focused.changed_share, (plain.fire_text, focused.fire_text)

@@ -106,6 +106,28 @@ def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run
     assert crashing.ops == [("aten.neg.default", "code")]
 
 
+def slow_neg_folder(gm: fx.GraphModule) -> fx.GraphModule:
+    """Names aten.neg in its code; takes 50 ms a graph (probing it all would take some 12 s)."""
+    import time
+
+    time.sleep(0.05)
+    assert torch.ops.aten.neg.default is not None
+    return gm
+
+
+def test_probing_a_slow_pass_stops_at_its_budget_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    monkeypatch.setattr(triggers, "PROBE_BUDGET_S", 0.5)
+    found = discover(load_pass(slow_neg_folder), mutations=False)
+    assert found.probes_cut and found.seconds < 5
+    assert ("aten.neg", "code") in found.ops  # what the code names stands
+    from conformance._console import focus_line
+
+    assert "probing stopped at its time budget" in focus_line({"mode": "auto", **found.to_dict()})
+    monkeypatch.setattr(triggers, "PROBE_BUDGET_S", 60.0)
+    assert not discover(load_pass(relu_only_on_tensors), mutations=False).probes_cut
+
+
 def test_discovery_is_cached_on_disk_per_pass(tmp_path, monkeypatch):
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
     monkeypatch.setattr(triggers, "_MEMORY", {})

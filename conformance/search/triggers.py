@@ -41,6 +41,10 @@ _MAX_CODE_OBJECTS = 3000
 _MAX_CONSTANTS = 12
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
+# Probing runs the pass some 250 times: a pass that takes 0.2 s per graph would keep the user
+# waiting for almost a minute before the first example. Probing stops after this long (the static
+# findings stand, and the report says the probes were cut).
+PROBE_BUDGET_S = 10.0
 _ATEN_STRING = re.compile(r"\baten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -60,6 +64,7 @@ class Triggers:
     constants: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     cached: bool = False
+    probes_cut: bool = False  # probing stopped at PROBE_BUDGET_S (a slow pass)
 
     @property
     def rows(self) -> tuple:
@@ -67,7 +72,8 @@ class Triggers:
 
     def to_dict(self) -> dict:
         return {"ops": [{"op": n, "how": h} for n, h in self.ops], "not_in_catalog": list(self.not_in_catalog),
-                "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached}
+                "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached,
+                "probes_cut": self.probes_cut}
 
     def focus(self) -> Focus | None:
         rows = self.rows
@@ -284,24 +290,29 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
         return cached
     t0 = time.monotonic()
     walker = static_triggers(put.fn)
-    found = dict(walker.ops)
+    found, cut = dict(walker.ops), False
     cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
     run = functools.partial(_probe, put, cases, dict(found), mutations, timeout)
     if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
         try:
-            found = run_forked(run, None if timeout is None else 60 + 4 * timeout)
+            found, cut = run_forked(run, None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout)
         except ChildDied:
             pass  # the search finds that crash itself, with a minimal graph
     else:
-        found = run()
+        found, cut = run()
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
-                      constants=list(walker.constants), seconds=time.monotonic() - t0)
+                      constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut)
     _store(key, result)
     return result
 
 
-def _probe(put, cases, found: dict, mutations: bool, timeout) -> dict:
+def _probe(put, cases, found: dict, mutations: bool, timeout) -> tuple:
+    """``(found, cut)``: ``found`` with the ops whose one-op graphs (and short chains) the pass
+    changes; ``cut`` when PROBE_BUDGET_S ran out first."""
+    stop = time.monotonic() + PROBE_BUDGET_S
     for row, row_cases in cases:
+        if time.monotonic() > stop:
+            return found, True
         if row.name not in found and any(_acts(put, c, timeout) for c in row_cases):
             found[row.name] = "probe"
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
@@ -309,12 +320,14 @@ def _probe(put, cases, found: dict, mutations: bool, timeout) -> dict:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
+            if time.monotonic() > stop:
+                return found, True
             if _acts(put, case, timeout):
                 for node in case.gm.graph.nodes:
                     rows = rows_named(node.target) if node.op == "call_function" else ()
                     if rows and rows[0].name not in found and packet_name(node.target) not in found:
                         found[rows[0].name] = "chain"
-    return found
+    return found, False
 
 
 # --- cache ----------------------------------------------------------------------------------------
@@ -364,7 +377,7 @@ def _load(key) -> Triggers | None:
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text())
         found = Triggers(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
-                         constants=data["constants"], seconds=data["seconds"])
+                         constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     _MEMORY[key] = found
