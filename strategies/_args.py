@@ -178,9 +178,7 @@ def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
             value = draw(scalars(torch.float32, domain, special_values=ctx.special_values))
         else:
             value = draw(scalars(dtype, domain, special_values=ctx.special_values))
-    if inplace and not like.tensor.is_floating_point() and isinstance(value, float):
-        raise StepRejected("a float scalar cannot be written into an integer tensor")
-    return value
+    return value  # never a float for an integer tensor written in place: floats_ok is False there
 
 
 def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
@@ -195,9 +193,9 @@ def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
     if not fit:
         return None
     v = choose(draw, fit)
-    if float(v).is_integer() and (integral and not floats_ok or flag(draw)):
-        return int(v)
-    return float(v) if floats_ok or not integral else int(v)
+    if not float(v).is_integer():
+        return float(v)
+    return int(v) if (integral and not floats_ok) or flag(draw) else float(v)
 
 
 _RESHAPE_MOVES = ("same", "flatten", "merge", "split", "unsqueeze", "squeeze")
