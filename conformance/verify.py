@@ -493,4 +493,4 @@ __all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "d
 
 def _unnamed(message: str) -> str:
     """A contract message without node names and labels, to match a violation across the pass."""
-    return re.sub(r"%\w+", "%_", re.sub(r"\s*\[node [^\]]*\]\s*$", "", message))
+    return re.sub(r"%\w+", "%_", re.sub(r"\s*\[node \d+ .*$", "", message, flags=re.S))  # labels end messages

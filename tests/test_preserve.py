@@ -83,3 +83,21 @@ def test_one_contract_cannot_be_both():
     gm, inputs = _returns_an_input_and_a_double_neg()
     with pytest.raises(UsageError, match="both --ensure"):
         check(lambda gm: gm, gm, inputs, ensure=["functional"], preserve=["functional"])
+
+
+def test_a_violation_the_original_had_is_matched_though_the_pass_moved_its_node():
+    """``functional`` kept: the original already writes in place; the pass inserts nodes before the
+    write, so the write's label (node index, meta) differs, and it is still the original's."""
+    gm, inputs = _graph(lambda g, x, y: (g.call_function(aten.add_.Tensor, (
+        g.call_function(aten.clone.default, (x,)), y)),))
+
+    def insert_a_neg_first(gm):
+        first = next(n for n in gm.graph.nodes if n.op == "call_function")
+        with gm.graph.inserting_before(first):
+            gm.graph.call_function(aten.neg.default, (first.args[0],))
+        gm.recompile()
+        return gm
+
+    verdict = check(insert_a_neg_first, gm, inputs, preserve=["functional"])
+    assert verdict.changed > 0 and verdict.ok, [v.message for v in verdict.violations]
+    assert not check(insert_a_neg_first, gm, inputs, ensure=["functional"]).ok

@@ -149,3 +149,9 @@ def test_cli_seed_graphs_bad_target_is_a_usage_error(capsys):
     assert main(["verify", "tests.test_seeds:fuse_addmm", "--seed-graphs", "no_such_module_xyz:f"]) == 2
     err = capsys.readouterr().err
     assert "no_such_module_xyz" in err and "Traceback" not in err
+
+
+def test_seed_graphs_come_as_a_pair_a_list_or_a_tuple_of_seed_graphs():
+    pair = (_linear, (torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))
+    assert len(resolve_seed_graphs(pair)) == 1 and len(resolve_seed_graphs([pair, pair])) == 2
+    assert len(resolve_seed_graphs((_linear_seed(), _linear_seed()))) == 2

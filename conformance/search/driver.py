@@ -104,8 +104,8 @@ def _size(case) -> tuple:
 
 
 def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
-           special_values: bool = True, constants: bool = True, ensure=(), preserve=(), properties=None, signature: str | None = None,
-           settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
+           special_values: bool = True, constants: bool = True, ensure=(), preserve=(), properties=None,
+           signature: str | None = None, settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None,
@@ -146,8 +146,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     opts = _options(locals())
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
-                      signed_zeros=signed_zeros,
-                      specials=specials, device=opts["device"])
+                      signed_zeros=signed_zeros, specials=specials, device=opts["device"])
     reporter = reporter or NullReporter()
     if isolate and not can_isolate():
         raise UsageError("--isolate needs os.fork (Linux)")

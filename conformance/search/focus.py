@@ -61,12 +61,17 @@ def resolve_seed_graphs(spec) -> tuple:
             obj = obj()
         except Exception as exc:  # noqa: BLE001 - the user's factory failed: say so, no traceback
             raise UsageError(f"{where}: calling it raised {type(exc).__name__}: {exc}") from None
-    if isinstance(obj, SeedGraph) or (isinstance(obj, tuple) and len(obj) == 2 and not isinstance(obj[0], tuple)):
+    if isinstance(obj, SeedGraph) or _is_pair(obj):
         obj = [obj]
     if not isinstance(obj, (list, tuple)) or not obj:
         raise UsageError(f"{where} gave {type(obj).__name__}, but should give SeedGraphs or (program, example_args) "
                          f"pairs (a list, or a function returning one)")
     return tuple(_seed(item, where, i) for i, item in enumerate(obj))
+
+
+def _is_pair(obj) -> bool:
+    """``(program, example_args)``, not a tuple of two seeds (a SeedGraph is no program)."""
+    return isinstance(obj, tuple) and len(obj) == 2 and callable(obj[0]) and not isinstance(obj[0], SeedGraph)
 
 
 def _takes_no_arguments(fn) -> bool:
