@@ -98,6 +98,21 @@ def test_static_discovery_follows_code_globals_closures_and_pattern_tables():
     assert patterns.ops == {"aten.hypot.default": "pattern"} and "aten.mm" in patterns.missing
 
 
+def index_heavy(gm):
+    """Reads node arguments by index and slice (node.args[1], args[:2], args[1:3]) and rewrites
+    ``mul(x, 3.0)``: 3.0 is the pass's one number."""
+    for n in gm.graph.nodes:
+        if n.target == aten.mul.Tensor and n.args[1:] and n.args[1] == 3.0:
+            a, b = n.args[:2]
+            n.args = (a, *n.args[1:3])
+    return gm
+
+
+def test_static_discovery_takes_no_subscript_or_slice_bound_for_a_constant():
+    assert static_triggers(index_heavy).constants == [3.0]
+    assert 0 in static_triggers(relu_only_on_tensors).constants  # an index elsewhere, a scalar here
+
+
 def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run(tmp_path, monkeypatch):
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
     found = discover(load_pass(relu_only_on_tensors), mutations=False)

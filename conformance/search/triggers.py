@@ -177,13 +177,13 @@ class _Walker:
             elif isinstance(const, str):
                 for name in _ATEN_STRING.findall(const):
                     self.packet(name, "code")
-            elif isinstance(const, (tuple, frozenset)):
-                for c in const:
+        instructions = list(dis.get_instructions(code))
+        for i, ins in enumerate(instructions):  # numbers by their uses: node.args[2] names no scalar
+            if ins.opname in _LOAD_CONST and not _is_index(instructions, i):
+                for c in ins.argval if isinstance(ins.argval, (tuple, frozenset)) else (ins.argval,):
                     self.constant(c)
-            else:
-                self.constant(const)
         chain: list = []
-        for ins in dis.get_instructions(code):
+        for ins in instructions:
             if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain:
                 chain.append(ins.argval)
                 continue
@@ -217,6 +217,22 @@ class _Walker:
             self.ops.setdefault(overload, "code")
         else:
             self.packet(names[0], "code")
+
+
+_LOAD_CONST = ("LOAD_CONST", "LOAD_SMALL_INT", "RETURN_CONST")
+_INDEXING = ("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE")
+
+
+def _is_index(instructions: list, i: int) -> bool:
+    """Whether the constant loaded at ``instructions[i]`` is a subscript or slice bound
+    (``node.args[1]``, ``args[:2]``): the loads of one subscript run straight into the indexing op."""
+    j = i + 1
+    while j < len(instructions) and instructions[j].opname in _LOAD_CONST:
+        j += 1
+    if j == len(instructions):
+        return False
+    nxt = instructions[j]
+    return nxt.opname in _INDEXING or (nxt.opname == "BINARY_OP" and nxt.argrepr == "[]")  # 3.14: subscript
 
 
 def _local_prefix(obj) -> str:
@@ -336,8 +352,9 @@ _MEMORY: dict = {}
 
 
 def _generator_fingerprint() -> str:
-    """The catalog's rows and the strategies package's files: what the probe graphs depend on."""
-    files = sorted(pathlib.Path(strategies.__file__).parent.glob("*.py"))
+    """The catalog's rows, the strategies package's files (what the probe graphs depend on) and
+    this file (what discovery does)."""
+    files = [*sorted(pathlib.Path(strategies.__file__).parent.glob("*.py")), pathlib.Path(__file__)]
     stamps = [f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files]
     return hashlib.sha1("|".join([row.name for row in OPS] + stamps).encode()).hexdigest()[:12]
 
