@@ -7,6 +7,8 @@ import sys
 
 from ._result import LOW_FIRE_SHARE, VACUOUS_HINT, VerifyResult, Violation
 
+_SHRINK_EVERY = 500  # graphs run between two progress lines while shrinking
+
 
 class ConsoleReporter:
     """A ``verify(reporter=...)`` sink that writes to ``stream`` (stdout by default)."""
@@ -15,6 +17,7 @@ class ConsoleReporter:
         self.stream = stream or sys.stdout
         self.rich = self.stream.isatty() if rich is None else rich
         self.total, self.progress, self.task, self.last_pct = 0, None, None, -1
+        self.shrinking = None  # graphs run when the last shrinking line was printed (None: nothing found yet)
         if self.rich:
             from rich.console import Console
 
@@ -34,14 +37,22 @@ class ConsoleReporter:
         if self.rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(TextColumn("checking graphs"), BarColumn(), MofNCompleteColumn(),
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), console=self.console, transient=True)
             self.progress.start()
-            self.task = self.progress.add_task("verify", total=max_examples)
+            self.task = self.progress.add_task("checking graphs", total=max_examples)
 
     def example(self, ok: bool, done: int):
+        """Progress: ``k/N graphs checked`` until a violation is found; after it, Hypothesis generates
+        a few more graphs and then shrinks, and which run is which is known only at the end, so
+        the count is of graphs run."""
         if self.progress is not None:
-            self.progress.update(self.task, completed=min(done, self.total))
+            self.progress.update(self.task, completed=min(done, self.total) if self.shrinking is None else done)
+            return
+        if self.shrinking is not None:
+            if done - self.shrinking >= _SHRINK_EVERY:
+                self.shrinking = done
+                self._line(f"  {done} graphs run (shrinking)")
             return
         pct = min(100, done * 100 // max(self.total, 1)) // 25 * 25
         if pct > self.last_pct and done <= self.total:
@@ -50,6 +61,10 @@ class ConsoleReporter:
 
     def found(self, violation: Violation):
         self._line(f"  found: {violation.property}: {violation.headline} (shrinking...)")
+        if self.shrinking is None:
+            self.shrinking = 0
+            if self.progress is not None:
+                self.progress.update(self.task, description="shrinking", total=None)
 
     def note(self, text: str):
         self._line(f"  note: {text}")
@@ -91,7 +106,7 @@ class ConsoleReporter:
         else:
             what = "INTERRUPTED" if result.interrupted else "FAIL"
             self._line(f"{what}: {len(result.violations)} propert{'y' if len(result.violations) == 1 else 'ies'} "
-                       f"violated in {result.examples} graphs (seed {result.seed}, {result.duration_s:.1f} s; rerun "
+                       f"violated in {result.graphs_text} (seed {result.seed}, {result.duration_s:.1f} s; rerun "
                        f"with --seed {result.seed})")
 
     def _table(self, rows):

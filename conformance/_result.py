@@ -84,7 +84,8 @@ class VerifyResult:
     """The outcome of ``verify()``: ``ok`` is True when no example violated any selected property."""
 
     target: str
-    examples: int = 0  # graphs checked, shrinking runs included (so it can exceed max_examples)
+    examples: int = 0  # graphs Hypothesis generated and the pass was checked on (at most max_examples)
+    shrink_runs: int = 0  # graphs run while shrinking a counterexample (not examples: variations of one)
     changed: int = 0  # of those, the graphs the pass changed (0 with no violation: a vacuous verdict)
     changed_dead_code_only: int = 0  # of those, the graphs where it only removed dead code
     violations: list = field(default_factory=list)  # one per violated property, minimal example
@@ -117,6 +118,12 @@ class VerifyResult:
     @property
     def vacuous_text(self) -> str:
         return f"the pass changed none of the {self.examples} graphs, so nothing was verified"
+
+    @property
+    def graphs_text(self) -> str:
+        """``200 graphs`` or ``200 graphs (+42 while shrinking)``."""
+        more = f" (+{self.shrink_runs} while shrinking)" if self.shrink_runs else ""
+        return f"{self.examples} graphs{more}"
 
     @property
     def repro_path(self) -> str | None:

@@ -62,26 +62,24 @@ def pytest_report_header(config):
     return lines
 
 
-# How many graphs the pass under --fx-pass changed, per test (filled by the third-party suite in the
+# Whether the pass under --fx-pass changed each graph, per test (filled by the third-party suite in the
 # process that ran the test; the counts travel to the controller in the report's user_properties).
-FIRE: dict = collections.defaultdict(collections.Counter)
+FIRE: dict = collections.defaultdict(list)
 VACUOUS_EXIT = 4
 
 
 def record_fire(verdict) -> None:
-    """Count one checked graph of the running test, and whether the pass changed it."""
+    """Log one checked graph of the running test, and whether the pass changed it."""
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-    FIRE[test]["examples"] += 1
-    FIRE[test]["changed"] += bool(verdict.changed)
+    FIRE[test].append(bool(verdict.changed))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     if call.when == "call" and item.nodeid in FIRE:
-        counts = FIRE.pop(item.nodeid)
-        outcome.get_result().user_properties += [("fx_examples", counts["examples"]),
-                                                 ("fx_changed", counts["changed"])]
+        runs = FIRE.pop(item.nodeid)
+        outcome.get_result().user_properties += [("fx_examples", len(runs)), ("fx_changed", sum(runs))]
 
 
 class _Fire:
@@ -90,6 +88,16 @@ class _Fire:
     def __init__(self, allow_vacuous: bool):
         self.counts = collections.Counter()
         self.allow_vacuous = allow_vacuous
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)  # inside Hypothesis's own wrapper, which it chains to
+    def pytest_runtest_call(self, item):
+        """Counts the graphs Hypothesis generated, not those it ran while shrinking a failure."""
+        from .search.fire import generated_examples
+
+        with generated_examples() as generated:
+            yield
+        if generated.get("examples") is not None and item.nodeid in FIRE:
+            del FIRE[item.nodeid][generated["examples"]:]
 
     def pytest_runtest_logreport(self, report):
         for key, value in getattr(report, "user_properties", ()):

@@ -145,7 +145,9 @@ def report_dict(result, *, static: dict | None = None) -> dict:
         "device": _json_safe(result.options.get("device", "cpu")), "commit": static["commit"],
         "target": result.target, "ok": result.ok, "interrupted": result.interrupted,
         "isolated": result.isolated, "seed": result.seed, "examples": result.examples,
-        "changed": result.changed, "changed_dead_code_only": result.changed_dead_code_only, "vacuous": result.vacuous, "focus": _json_safe(result.focus),
+        "shrink_runs": result.shrink_runs, "changed": result.changed,
+        "changed_dead_code_only": result.changed_dead_code_only, "vacuous": result.vacuous,
+        "focus": _json_safe(result.focus),
         "options": _json_safe(result.options),
         "properties": {name: dict(zip(("checked", "violated"), _count(c)))
                        for name, c in result.properties.items()},
@@ -200,7 +202,8 @@ def write_junit(result, path) -> pathlib.Path:
     for name, value in (("torch", versions["torch"]), ("triton", versions["triton"]),
                         ("seed", result.seed), ("device", result.options.get("device", "cpu")),
                         ("specials", result.options.get("specials", "strict")),
-                        ("examples", result.examples), ("changed", result.changed)):
+                        ("examples", result.examples), ("shrink_runs", result.shrink_runs),
+                        ("changed", result.changed)):
         ET.SubElement(props, "property", {"name": name, "value": _x("" if value is None else value)})
     classname = _x(f"{TOOL}.{result.target}")
     for name, _, vs in rows:
@@ -240,7 +243,7 @@ def render_markdown(result) -> str:
         status = f"**INTERRUPTED** after {result.examples} examples"
         status += f"; {failed} properties violated" if failed else ""
     elif failed or result.violations:
-        status = f"**FAIL**: {failed} properties violated"
+        status = f"**FAIL**: {failed} properties violated in {result.graphs_text}"
     elif result.vacuous:
         status = f"**VACUOUS**: {result.vacuous_text}"
     else:

@@ -35,6 +35,7 @@ class DrawContext:
     focus_rows: object = None  # a Weighted of focus rows while a focused graph is drawn
     prefer: Value | None = None  # the latest focus op's result: the first operand of the next one
     scalar_pool: tuple = ()  # scalars a focused graph draws half the time
+    pass_scalars: tuple = ()  # of those, the pass's own numbers (half of the pool draws, where they fit)
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
     max_nodes: int = 64
@@ -183,13 +184,20 @@ def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
 
 def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
     """A scalar from the focus pool that suits ``dtype`` and ``domain`` (else None): half the time,
-    three times in four in a focus step. An integral value comes as an int or as a float (``2`` and
-    ``2.0`` promote differently); a fractional one reaches an integer tensor only where ``floats_ok``."""
+    three times in four in a focus step; the pass's own numbers half of those times (a pass
+    compares against its constants: the basic ones would dilute them). An integral value comes as
+    an int or as a float (``2`` and ``2.0`` promote differently); a fractional one reaches an
+    integer tensor only where ``floats_ok``."""
     if dtype is torch.bool or draw(integers(0, 3)) < (1 if ctx.focus_step else 2):
         return None
     integral = not dtype.is_floating_point
-    fit = [v for v in ctx.scalar_pool if (floats_ok or not integral or float(v).is_integer())
-           and (domain == C.ANY_VALUE or in_float_domain(v, domain))]
+
+    def fits(v) -> bool:
+        return ((floats_ok or not integral or float(v).is_integer())
+                and (domain == C.ANY_VALUE or in_float_domain(v, domain)))
+
+    own = [v for v in ctx.pass_scalars if fits(v)]
+    fit = own if own and flag(draw) else [v for v in ctx.scalar_pool if fits(v)]
     if not fit:
         return None
     v = choose(draw, fit)

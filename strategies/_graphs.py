@@ -197,6 +197,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
             i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
             if i is None or i < 100 * cfg.focus.share:
                 ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
+                ctx.pass_scalars = cfg.focus.scalars
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)

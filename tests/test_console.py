@@ -45,3 +45,20 @@ def test_a_pipe_gets_plain_lines(tmp_path):
     assert "\x1b[" not in text and "checking graphs" not in text
     assert "8/8 graphs checked" in text and "the pass changed 0 of 8 graphs (0%)" in text
     assert text.rstrip().splitlines()[-1].startswith("VACUOUS: the pass changed none of the 8 graphs")
+
+
+def test_after_a_finding_progress_counts_graphs_run_not_graphs_checked():
+    """Hypothesis generates a few graphs after the first violation and then shrinks; the progress
+    lines then say how many graphs ran, never "k/N graphs checked" for shrinking runs."""
+    from conformance._result import Violation
+
+    out = io.StringIO()
+    reporter = ConsoleReporter(out, rich=False)
+    reporter.start("m:p", 200, {"graphs": "functional", "special_values": True, "device": "cpu"})
+    reporter.example(False, 1)
+    reporter.found(Violation("values", "output[0]: 1 of 1 elements differ"))
+    for done in range(2, 1201):
+        reporter.example(done % 2 == 0, done)
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if "graphs checked" in line] == ["  1/200 graphs checked"]
+    assert "  500 graphs run (shrinking)" in lines and "  1000 graphs run (shrinking)" in lines

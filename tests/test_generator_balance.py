@@ -103,6 +103,22 @@ def test_focus_scalars_reach_scalar_operands():
     assert seen[7.25] >= 5, seen.most_common(5)
 
 
+def test_the_pass_constants_outweigh_the_basic_scalars():
+    """A pass compares against its own numbers (``pow(x, 2)``): its 7.25 comes several times as
+    often as 0.5 (a basic scalar), not as often."""
+    seen = collections.Counter()
+
+    @settings(max_examples=150, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(graphs(ops=["aten.mul.Scalar"], focus=Focus(ops=["aten.mul.Scalar"], scalars=(7.25,)),
+                  dtypes=__import__("hypothesis").strategies.just(torch.float32)))
+    def run(case):
+        seen.update(n.args[1] for n in case.gm.graph.nodes if n.target == aten.mul.Scalar)
+
+    run()
+    assert seen[7.25] >= 3 * max(seen[0.5], 1), seen.most_common(6)
+
+
 def test_focus_arguments_are_validated():
     with pytest.raises(InvalidArgument, match="must be numbers"):
         Focus(ops=["aten.log"], scalars=("2",))

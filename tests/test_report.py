@@ -19,7 +19,7 @@ AFTER = "def forward(self, x):\n    mul = torch.ops.aten.mul.Tensor(x, 3);  x = 
 NASTY = 'values=out[0] <a & "b"> | \x00\x1bbad, but should be x [mypass(add)]\nworst abs err 1.0 at (0,)'
 
 JSON_KEYS = {"schema_version", "tool", "generated_at", "started", "duration_s", "machine", "versions",
-             "device", "commit", "target", "ok", "interrupted", "isolated", "seed", "examples",
+             "device", "commit", "target", "ok", "interrupted", "isolated", "seed", "examples", "shrink_runs",
              "options", "properties", "violations", "changed", "changed_dead_code_only", "vacuous", "focus"}
 
 

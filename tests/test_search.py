@@ -197,3 +197,76 @@ def test_fire_accounting_counts_changed_graphs_and_a_no_op_is_vacuous():
     changed = verify(add_unused_clone, seed=0, max_examples=10, repro_dir=None)
     assert changed.ok and not changed.vacuous and changed.changed == changed.examples == 10
     assert changed.changed_dead_code_only == 0
+
+
+def test_examples_are_the_generated_graphs_and_shrinking_runs_are_counted_apart(tmp_path):
+    """A failing search shrinks: the graphs it runs then are variations of one counterexample, so
+    they count neither as examples nor towards the share the pass changed."""
+    log = tmp_path / "calls"  # the search runs in a forked driver: count in a file
+
+    def negate_every_output(gm):
+        with open(log, "a") as f:
+            f.write("x")
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        value = out.args[0][0]
+        if value.meta["val"].dtype.is_floating_point:
+            with gm.graph.inserting_before(out):
+                out.args = ((gm.graph.call_function(aten.neg.default, (value,)), *out.args[0][1:]),)
+        gm.recompile()
+        return gm
+
+    result = verify(negate_every_output, seed=0, max_examples=40, focus="none", repro_dir=None)
+    assert not result.ok and result.shrink_runs > 0
+    # every minimal failure is replayed once more at the end, as neither example nor shrinking run
+    assert result.examples <= 40
+    assert result.examples + result.shrink_runs + len(result.violations) == len(log.read_text())
+    assert all(c.checked <= result.examples for c in result.properties.values())
+    assert result.changed <= result.examples and "while shrinking" in result.graphs_text
+
+
+def test_generated_examples_counts_the_calls_before_shrinking_and_chains_to_an_outer_collector():
+    from hypothesis import Phase, given, seed, settings, strategies as st
+    from hypothesis.statistics import collector
+
+    from conformance.search.fire import generated_examples
+
+    calls, outer = [], []
+
+    @settings(max_examples=60, database=None, phases=(Phase.generate, Phase.shrink))
+    @seed(0)
+    @given(st.integers(0, 10_000))
+    def fails_above_5000(x):
+        calls.append(x)
+        assert x <= 5000
+
+    with collector.with_value(outer.append), generated_examples() as box:
+        with pytest.raises(AssertionError):
+            fails_above_5000()
+    n = box["examples"]
+    assert 0 < n <= 60 and n < len(calls) and outer  # the outer collector still got the statistics
+    assert any(x > 5000 for x in calls[:n])  # the failure was generated; shrinking came after
+    assert calls[-1] == 5001  # the final replay of the minimal example comes last
+
+
+def test_the_plugin_keeps_the_generated_graphs_of_a_test(monkeypatch):
+    from types import SimpleNamespace
+
+    from hypothesis import Phase, given, seed, settings, strategies as st
+
+    from conformance.pytest_plugin import FIRE, _Fire
+
+    @settings(max_examples=30, database=None, phases=(Phase.generate, Phase.shrink))
+    @seed(0)
+    @given(st.integers(0, 10_000))
+    def fails_above_5000(x):
+        FIRE["t.py::x"].append(True)
+        assert x <= 5000
+
+    wrapper = _Fire(allow_vacuous=False).pytest_runtest_call(SimpleNamespace(nodeid="t.py::x"))
+    next(wrapper)
+    with pytest.raises(AssertionError):
+        fails_above_5000()
+    calls = len(FIRE["t.py::x"])
+    with pytest.raises(StopIteration):
+        next(wrapper)
+    assert 0 < len(FIRE.pop("t.py::x")) < calls

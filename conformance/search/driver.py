@@ -27,12 +27,13 @@ from ..adapters import load_pass
 from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
-from .fire import FireCount
+from .fire import Run, generated_examples, steer, tally
 from .focus import resolve_focus, resolve_seed_graphs
 from .isolate import ChildDied, can_isolate, run_forked
 from .workers import run_drivers
 
 GRAPH_KINDS = ("functional", "mutating")
+SEARCH_PHASES = (Phase.generate,)  # no Phase.target: see fire.py
 MAX_TIMEOUTS = 3
 _STREAM_EVERY_S = 1.0
 
@@ -71,15 +72,33 @@ class NullReporter:
 
 
 class _Found:
-    """Smallest failing example per property seen so far, plus counters (picklable for workers)."""
+    """Smallest failing example per property seen so far, and the graphs run (picklable for workers)."""
 
     def __init__(self):
         self.best = {}  # property -> (size, violation, case); case is None once it crossed a pipe
-        self.examples = 0
-        self.checked = {}
+        self.runs = []  # one fire.Run per graph the pass ran on; shrinking runs are cut by settle()
+        self.shrink_runs = 0
         self.timeouts = 0
         self.interrupted = False
-        self.fire = FireCount()
+
+    @property
+    def examples(self) -> int:
+        return len(self.runs)
+
+    def settle(self, counts: dict) -> None:
+        """Keep the first ``counts["examples"]`` runs (what Hypothesis generated); the rest shrank
+        failures (``counts["shrinking"]``) or replayed the minimal ones."""
+        if "examples" in counts:
+            self.shrink_runs += counts["shrinking"]
+            del self.runs[counts["examples"]:]
+
+    def checked(self) -> dict:
+        """Property -> examples it was checked on."""
+        counts: dict = {}
+        for run in self.runs:
+            for p in run.checked:
+                counts[p] = counts.get(p, 0) + 1
+        return counts
 
     def __getstate__(self):  # graphs stay in the driver that found them (it wrote their repros)
         state = dict(self.__dict__)
@@ -93,7 +112,7 @@ class _Found:
             if old is None:
                 new.append(v)
             if old is None or size < old[0]:
-                v.example = v.example or self.examples
+                v.example = old[1].example if old else self.examples  # the example that first showed it
                 self.best[v.property] = (size, v, case)
         return new
 
@@ -176,9 +195,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     if crashed:
         raise HarnessError(f"a search process died ({crashed}) although examples were isolated")
     result.interrupted = found.interrupted
-    result.examples = found.examples
-    found.fire.fill(result)
-    result.properties = {p: PropertyCount(found.checked.get(p, 0), p in found.best) for p in checker.checked}
+    _fill(result, found)
+    checked = found.checked()
+    result.properties = {p: PropertyCount(checked.get(p, 0), p in found.best) for p in checker.checked}
     result.violations = [found.best[p][1] for p in sorted(found.best, key=_order(checker.checked))]
     result.duration_s = round(time.monotonic() - t0, 3)
     stream.write()
@@ -207,7 +226,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
     total = _Found()
 
     def on_example(ok):
-        total.examples += 1
+        total.runs.append(None)  # a placeholder: the drivers send their runs when they finish
         reporter.example(ok, total.examples)
         stream.update(total)
 
@@ -223,14 +242,17 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
     merged = _Found()
     merged.interrupted = interrupted or any(f.interrupted for f in founds)
     for f in founds:
-        merged.examples += f.examples
-        merged.fire.merge(f.fire)
-        for p, n in f.checked.items():
-            merged.checked[p] = merged.checked.get(p, 0) + n
+        merged.runs += f.runs
+        merged.shrink_runs += f.shrink_runs
         for p, (size, v, _) in f.best.items():
             if p not in merged.best or size < merged.best[p][0]:
                 merged.best[p] = (size, v, None)
     return merged, crashed
+
+
+def _fill(result: VerifyResult, found: _Found) -> None:
+    result.examples, result.shrink_runs = found.examples, found.shrink_runs
+    result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
 
 
 def _order(checked):
@@ -292,8 +314,7 @@ class _Stream:
     def update(self, found: _Found, force=False):
         if not self.path or (not force and time.monotonic() - self.last < _STREAM_EVERY_S):
             return
-        self.result.examples = found.examples
-        found.fire.fill(self.result)
+        _fill(self.result, found)
         self.result.violations = [v for _, v, _ in found.best.values()]
         self.write()
 
@@ -319,18 +340,16 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
 
     @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck),
-              phases=(Phase.generate, Phase.shrink) if opts["shrink"] else (Phase.generate,),
+              phases=SEARCH_PHASES + ((Phase.shrink,) if opts["shrink"] else ()),
               report_multiple_bugs=True, verbosity=Verbosity.quiet, print_blob=False)
     @hseed(seed_value)
     @given(strategy)
     def search(case):
         verdict = run_one(case)
-        found.examples += 1
-        found.fire.add(verdict)
         timed_out = any(v.property == EXECUTION and "time=" in v.message for v in verdict.violations)
-        if not any(v.property == EXECUTION for v in verdict.violations):
-            for p in verdict.checked:
-                found.checked[p] = found.checked.get(p, 0) + 1
+        executed = not any(v.property == EXECUTION for v in verdict.violations)
+        found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else ()))
+        steer(verdict)
         for v in verdict.violations:
             v.graph_before = case.gm.code.strip()
             v.graph_after = verdict.graph_after
@@ -344,18 +363,21 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         if not verdict.ok:
             raise _failure_type(verdict.violations[0].property)(verdict, case)
 
-    try:
-        search()
-    except _StopSearch:
-        pass
-    except PropertyViolated as exc:
-        _record_final(found, exc)
-    except BaseExceptionGroup as group:
-        rest = group.subgroup(lambda e: not isinstance(e, (PropertyViolated, BaseExceptionGroup)))
-        if rest is not None:
-            raise rest
-        for exc in _leaves(group):
+    with generated_examples() as generated:
+        try:
+            search()
+        except _StopSearch:
+            pass
+        except PropertyViolated as exc:
             _record_final(found, exc)
+        except BaseExceptionGroup as group:
+            rest = group.subgroup(lambda e: not isinstance(e, (PropertyViolated, BaseExceptionGroup)))
+            if rest is not None:
+                raise rest
+            for exc in _leaves(group):
+                _record_final(found, exc)
+        finally:
+            found.settle(generated)
     return found
 
 
