@@ -155,6 +155,10 @@ def focus_line(focus: dict) -> str | None:
     consts = focus.get("constants", ())
     if consts:
         parts.append(f"constants {', '.join(map(repr, consts))}")
+    payoff = focus.get("payoff") or ()
+    if focus.get("weak"):
+        parts.append(f"focused in {focus['share']:.0%} of the graphs only (plain graphs made the pass act more "
+                     f"often: {payoff[0]} of {payoff[2]}, focused {payoff[1]})")
     if focus.get("probes_cut"):
         parts.append("probing stopped at its time budget (a slow pass): ops it acts on may be missing, name "
                      "them with --focus")

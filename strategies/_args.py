@@ -35,7 +35,7 @@ class DrawContext:
     focus_rows: object = None  # a Weighted of focus rows while a focused graph is drawn
     prefer: Value | None = None  # the latest focus op's result: the first operand of the next one
     scalar_pool: tuple = ()  # scalars a focused graph draws half the time
-    pass_scalars: tuple = ()  # of those, the pass's own numbers (half of the pool draws, where they fit)
+    pass_scalars: tuple = ()  # of those, the pass's own numbers (3 in 4 pool draws, where they fit)
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
     max_nodes: int = 64
@@ -104,6 +104,10 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
 
     if ctx.prefer is not None and like is None and fits(ctx.prefer) and flag(draw):
         return ctx.prefer  # chain focus ops: producer -> consumer
+    # In a focus step, a second operand is the first one itself one time in four: x op x is where
+    # rewrites go wrong (sub(x, x) -> 0 at inf, lt(x, x) flipped to gt(x, x), x / x -> 1 at 0).
+    if ctx.focus_step and like is not None and not target and fits(like) and draw(integers(0, 3)) == 3:
+        return like
     candidates = [v for v in b.values if fits(v)]
     # A second operand is a fresh leaf half the time (False, what it shrinks to, reuses a value):
     # fresh leaves bring the other shapes, ranks and dtypes that broadcasting bugs need.
@@ -168,14 +172,14 @@ def _dim(draw, rank, *, extra=0):
 
 
 def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
-    """A scalar operand for ``like``'s dtype. An integer tensor gets a float scalar a quarter of the
-    time where the op allows (``int_tensor * 0.5`` is float: type promotion lives there), never when
+    """A scalar operand for ``like``'s dtype. An integer tensor gets a float scalar half the time
+    where the op allows (``int_tensor * 0.5`` is float: type promotion lives there), never when
     written into in place. ``floats_ok``: the op takes float scalars with integer tensors."""
     dtype = like.tensor.dtype
     floats_ok = floats_ok and not inplace and dtype is not torch.bool
     value = _pool_scalar(draw, ctx, dtype, domain, floats_ok) if ctx.scalar_pool else None
     if value is None:
-        if floats_ok and not dtype.is_floating_point and draw(integers(0, 3)) == 3:
+        if floats_ok and not dtype.is_floating_point and draw(integers(0, 3)) >= 2:
             value = draw(scalars(torch.float32, domain, special_values=ctx.special_values))
         else:
             value = draw(scalars(dtype, domain, special_values=ctx.special_values))
@@ -184,8 +188,8 @@ def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
 
 def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
     """A scalar from the focus pool that suits ``dtype`` and ``domain`` (else None): half the time,
-    three times in four in a focus step; the pass's own numbers half of those times (a pass
-    compares against its constants: the basic ones would dilute them). An integral value comes as
+    three times in four in a focus step; the pass's own numbers three times in four of those (a
+    pass compares against its constants: the basic ones would dilute them). An integral value comes as
     an int or as a float (``2`` and ``2.0`` promote differently); a fractional one reaches an
     integer tensor only where ``floats_ok``."""
     if dtype is torch.bool or draw(integers(0, 3)) < (1 if ctx.focus_step else 2):
@@ -197,7 +201,7 @@ def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
                 and (domain == C.ANY_VALUE or in_float_domain(v, domain)))
 
     own = [v for v in ctx.pass_scalars if fits(v)]
-    fit = own if own and flag(draw) else [v for v in ctx.scalar_pool if fits(v)]
+    fit = own if own and draw(integers(0, 3)) != 0 else [v for v in ctx.scalar_pool if fits(v)]
     if not fit:
         return None
     v = choose(draw, fit)

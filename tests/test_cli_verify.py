@@ -108,7 +108,8 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path):
     r = _cli("verify", f"{passes}:swap_sub", "--seed", "0", "--repro-dir", out / "repro",
              "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "values violated by a minimal graph" in r.stdout and "FAIL: 1 property violated" in r.stdout
+    # values at least (a swapped broadcast can break validity too, as a search under load once found)
+    assert "values violated by a minimal graph" in r.stdout and re.search(r"FAIL: \d propert", r.stdout)
     assert "graph before the pass" in r.stdout
     assert re.search(r"aten\.(sub|div|lt|gt|atan2|remainder|fmod|pow)\.", r.stdout)  # the swapped op is shown
     report = json.loads((out / "r.json").read_text())
@@ -116,7 +117,7 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path):
     assert report["properties"]["values"]["violated"] is True
     script = report["violations"][0]["repro_path"]
     root = ET.parse(out / "r.xml").getroot()
-    assert root.find("testsuite").get("failures") == "1"
+    assert root.find("testsuite").get("failures") == str(len(report["violations"]))
     assert "values" in (out / "r.md").read_text()
     # The written script rebuilds the minimal graph and shows the same failure on its own.
     repro = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)

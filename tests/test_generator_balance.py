@@ -146,16 +146,13 @@ def test_what_real_passes_rewrite_is_drawn():
     """where with a mask (a bool leaf or a comparison), integer tensors times float scalars (type
     promotion), graphs returning two inputs (repair passes), and constant-only subexpressions that
     reach an output (constant folding), in 200 functional graphs (seed 0). Before: where built in 0
-    graphs although chosen 24 times (its mask needed the dtype strategy to give bool), integer tensors
-    never got a float scalar, no graph returned two inputs. After: 6, 7, 1 and 15 (constant-only)."""
+    graphs although chosen 24 times (its mask needed the dtype strategy to give bool), no graph
+    returned two inputs. Integer tensors times float scalars: see the next test."""
     counts = collections.Counter()
     for case in _functional_graphs():
         g = case.gm.graph
         calls = [n for n in g.nodes if n.op == "call_function"]
         counts["where"] += any(n.target == aten.where.self for n in calls)
-        counts["int*float"] += any(
-            n.target in (aten.mul.Tensor, aten.mul.Scalar, aten.add.Tensor, aten.div.Tensor, aten.sub.Tensor)
-            and isinstance(n.args[1], float) and not n.args[0].meta["val"].is_floating_point() for n in calls)
         output = next(n for n in g.nodes if n.op == "output")
         counts["two inputs returned"] += sum(a.op == "placeholder" for a in output.all_input_nodes) >= 2
         const = {n for n in g.nodes if n.op == "get_attr"}
@@ -170,6 +167,25 @@ def test_what_real_passes_rewrite_is_drawn():
                 stack += n.all_input_nodes
         counts["constant-only reaching an output"] += any(n.op == "call_function" and n in reach for n in const)
     assert counts["where"] >= 3, counts
-    assert counts["int*float"] >= 3, counts
     assert counts["two inputs returned"] >= 1, counts
-    assert counts["constant-only reaching an output"] >= 10, counts
+    # 9-13 graphs at seeds 0-3 (measured); 0 before constant-only subexpressions were drawn
+    assert counts["constant-only reaching an output"] >= 5, counts
+
+
+def test_integer_tensors_get_float_scalars():
+    """``int_tensor * 0.5`` is a float tensor: type promotion lives there, and no integer tensor got
+    a float scalar before. Integer tensors are a minority of mixed graphs (0-7 such graphs in 200
+    at seeds 0-3), so this draws integer graphs: float scalars are about half of their scalars."""
+    kinds = collections.Counter()
+
+    @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(graphs(ops=["aten.mul.Tensor", "aten.add.Tensor"], dtypes=__import__("hypothesis").strategies.just(torch.int64)))
+    def run(case):
+        kinds.update(type(n.args[1]).__name__ for n in case.gm.graph.nodes
+                     if n.op == "call_function" and not isinstance(n.args[1], torch.fx.Node)
+                     and not n.args[0].meta["val"].is_floating_point())
+
+    run()
+    assert kinds["float"] >= 10 and kinds["float"] >= kinds["int"] / 3, kinds

@@ -270,3 +270,36 @@ def test_the_plugin_keeps_the_generated_graphs_of_a_test(monkeypatch):
     with pytest.raises(StopIteration):
         next(wrapper)
     assert 0 < len(FIRE.pop("t.py::x")) < calls
+
+
+def test_focus_rows_do_not_depend_on_the_order_discovery_found_them():
+    """A pass's ops often sit in a set, whose order changes from process to process; the focus
+    table's order decides the draws, so the same seed drew other graphs (and another verdict) in
+    another process. Rows come in catalog order, and sets are walked sorted."""
+    from conformance.search.triggers import Triggers
+
+    names = ["aten.sub.Tensor", "aten.gt.Tensor", "aten.atan2.default", "aten.lt.Tensor"]
+    forward = Triggers(ops=[(n, "code") for n in names]).rows
+    assert forward == Triggers(ops=[(n, "code") for n in reversed(names)]).rows and len(forward) == 4
+    ops = {aten.sub.Tensor, aten.gt.Tensor, aten.atan2.default, aten.lt.Tensor}
+
+    def by_set(gm):
+        return gm if not any(n.target in ops for n in gm.graph.nodes) else gm
+
+    assert list(static_triggers(by_set).ops) == sorted(static_triggers(by_set).ops)
+
+
+def test_a_focus_that_makes_the_pass_act_less_keeps_a_quarter_of_the_graphs(tmp_path, monkeypatch):
+    """CSE names clone and _to_copy in its code (what it never merges), and focused graphs made it
+    act on fewer graphs than plain ones: the focus keeps a quarter of the graphs, and says why.
+    A pattern pass that focused graphs make act keeps the usual share."""
+    from conformance._console import focus_line
+    from reference_lowering.passes import common_subexpression_elimination
+
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    cse = discover(load_pass(common_subexpression_elimination), mutations=True)
+    plain, focused, n = cse.payoff
+    assert plain >= 2 * focused + 3 and cse.share == triggers.WEAK_SHARE and cse.focus().share == triggers.WEAK_SHARE
+    assert f"plain graphs made the pass act more often: {plain} of {n}" in focus_line({"mode": "auto", **cse.to_dict()})
+    fold = discover(load_pass(log_of_exp), mutations=False)
+    assert fold.payoff[1] > fold.payoff[0] and fold.share == 0.75 and not fold.to_dict()["weak"]

@@ -70,9 +70,11 @@ def test_seed_graphs_are_embedded_in_drawn_context_with_fresh_values():
 def test_a_pass_over_ops_the_catalog_lacks_is_vacuous_without_seeds_and_checked_with_them():
     plain = verify(fuse_addmm, seed=0, max_examples=40, repro_dir=None, shrink=False)
     assert plain.vacuous and plain.changed == 0
-    seeded = verify(fuse_addmm, seed=0, repro_dir=None, shrink=False, seed_graphs=[(_linear, (
+    # The 3-d bias is a rare draw: found at seeds 4 (of 0-5) in 200 graphs with this generator, at
+    # 0, 2 and 3 before the focus and output changes of issue 14's last session (docs/issue-14.md).
+    seeded = verify(fuse_addmm, seed=4, repro_dir=None, shrink=False, seed_graphs=[(_linear, (
         torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
-    assert seeded.changed > 0 and seeded.focus["seeds"]
+    assert seeded.changed >= 20 and seeded.focus["seeds"]
     assert not seeded.ok  # the bias that broadcasts the sum to 3-d: addmm raises
     assert "addmm" in seeded.violations[0].message
 

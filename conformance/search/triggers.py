@@ -4,7 +4,12 @@
   functions, classes, closures, defaults and globals of its own package (``_Walker``);
 - *pattern*: the targets an Inductor ``PatternMatcherPass`` keys its pattern table by;
 - *probe*: catalog ops whose one-op graph the pass changes;
-- *chain*: ops found so far, in short drawn chains the pass changes.
+- *chain*: ops found so far, in short drawn chains the pass changes;
+- *payoff*: whether focused graphs make the pass act more often than plain ones. A generic pass
+  (CSE, DCE) names ops in its code that are not what it acts on; focusing on them made it fire on
+  fewer graphs and find its planted bug less often, so where plain graphs do clearly better (at
+  least twice as many changed, and three more), the focus keeps a quarter of the graphs
+  (``WEAK_SHARE``).
 
 The result (``Triggers``) feeds ``strategies.Focus``; it is cached per pass and catalog, in
 process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance``).
@@ -33,7 +38,7 @@ import strategies
 from strategies import OPS, Focus, graphs, rows_named
 
 from ..adapters import clone_inputs, grad_mode_restored
-from ..changes import changed_nodes
+from ..changes import what_changed
 from ..verify import ExampleTimeout, deadline
 from .isolate import ChildDied, can_isolate, run_forked
 
@@ -41,6 +46,8 @@ _MAX_CODE_OBJECTS = 3000
 _MAX_CONSTANTS = 12
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
+_PAYOFF_EXAMPLES = 24
+WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
 # Probing runs the pass some 250 times: a pass that takes 0.2 s per graph would keep the user
 # waiting for almost a minute before the first example. Probing stops after this long (the static
 # findings stand, and the report says the probes were cut).
@@ -65,19 +72,25 @@ class Triggers:
     seconds: float = 0.0
     cached: bool = False
     probes_cut: bool = False  # probing stopped at PROBE_BUDGET_S (a slow pass)
+    share: float = Focus.share  # of graphs focused: WEAK_SHARE when plain graphs did better
+    payoff: tuple = ()  # (plain, focused, n): of n graphs each, how many the pass changed
 
     @property
     def rows(self) -> tuple:
-        return tuple(dict.fromkeys(row for name, _ in self.ops for row in rows_named(name)))
+        """In catalog order, whatever order discovery found them in (a set's order changes from
+        process to process, and the focus table's order decides the draws: a seed must reproduce)."""
+        found = {row for name, _ in self.ops for row in rows_named(name)}
+        return tuple(row for row in OPS if row in found)
 
     def to_dict(self) -> dict:
         return {"ops": [{"op": n, "how": h} for n, h in self.ops], "not_in_catalog": list(self.not_in_catalog),
                 "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached,
-                "probes_cut": self.probes_cut}
+                "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
+                "weak": self.share < Focus.share}
 
     def focus(self) -> Focus | None:
         rows = self.rows
-        return Focus(ops=rows, scalars=tuple(self.constants)) if rows else None
+        return Focus(ops=rows, scalars=tuple(self.constants), share=self.share) if rows else None
 
 
 # --- static: the pass's code ----------------------------------------------------------------------
@@ -122,8 +135,11 @@ class _Walker:
         self.seen.add(id(obj))
         if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             self.op(obj, "code")
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            for item in list(obj)[:512]:
+        elif isinstance(obj, (list, tuple)):
+            for item in obj[:512]:
+                self.walk(item, depth + 1)
+        elif isinstance(obj, (set, frozenset)):  # sorted: set order varies between processes
+            for item in sorted(obj, key=repr)[:512]:
                 self.walk(item, depth + 1)
         elif isinstance(obj, dict):
             for k, v in list(obj.items())[:512]:
@@ -276,6 +292,12 @@ def _draw_cases(strategy, n: int, seed_value: int) -> list:
     return cases
 
 
+@functools.lru_cache(maxsize=2)
+def plain_cases(mutations: bool) -> tuple:
+    """Plain graphs (as ``verify()`` draws them) to weigh a focus against (drawn once per process)."""
+    return tuple(_draw_cases(graphs(mutations=mutations), _PAYOFF_EXAMPLES, 1))
+
+
 @functools.lru_cache(maxsize=4)
 def probe_cases(mutations: bool) -> tuple:
     """Per catalog row, a few one-op graphs (drawn once per process)."""
@@ -290,10 +312,13 @@ def probe_cases(mutations: bool) -> tuple:
 
 
 def _acts(put, case, timeout) -> bool:
+    """Whether the pass changes ``case``'s graph by more than removing dead code (drawn graphs
+    carry dead nodes, and a pass that ends with a clean-up removes them wherever it runs)."""
     try:
         with grad_mode_restored(), deadline(timeout):
             applied = put.apply(case.gm, clone_inputs(case.example_inputs))
-        return changed_nodes(case.gm, applied.gm) > 0
+        n, dead_code_only = what_changed(case.gm, applied.gm)
+        return n > 0 and not dead_code_only
     except (Exception, ExampleTimeout, SystemExit):  # noqa: BLE001 - a pass failing on a probe is the search's to report
         return False
 
@@ -308,27 +333,32 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     walker = static_triggers(put.fn)
     found, cut = dict(walker.ops), False
     cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
-    run = functools.partial(_probe, put, cases, dict(found), mutations, timeout)
+    plain_cases(mutations)
+    run = functools.partial(_probe, put, cases, dict(found), tuple(walker.constants), mutations, timeout)
+    payoff: tuple = ()
     if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
         try:
-            found, cut = run_forked(run, None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout)
+            found, cut, payoff = run_forked(run, None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout)
         except ChildDied:
             pass  # the search finds that crash itself, with a minimal graph
     else:
-        found, cut = run()
+        found, cut, payoff = run()
+    weak = bool(payoff) and payoff[0] >= 2 * payoff[1] + 3  # clearly better, not by a graph or two of noise
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
-                      constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut)
+                      constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
+                      share=WEAK_SHARE if weak else Focus.share, payoff=payoff)
     _store(key, result)
     return result
 
 
-def _probe(put, cases, found: dict, mutations: bool, timeout) -> tuple:
-    """``(found, cut)``: ``found`` with the ops whose one-op graphs (and short chains) the pass
-    changes; ``cut`` when PROBE_BUDGET_S ran out first."""
+def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:
+    """``(found, cut, payoff)``: ``found`` with the ops whose one-op graphs (and short chains) the
+    pass changes; ``cut`` when PROBE_BUDGET_S ran out first; ``payoff``: how many plain and how
+    many focused graphs the pass changed (empty when there is no focus or no time was left)."""
     stop = time.monotonic() + PROBE_BUDGET_S
     for row, row_cases in cases:
         if time.monotonic() > stop:
-            return found, True
+            return found, True, ()
         if row.name not in found and any(_acts(put, c, timeout) for c in row_cases):
             found[row.name] = "probe"
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
@@ -337,13 +367,25 @@ def _probe(put, cases, found: dict, mutations: bool, timeout) -> tuple:
                           mutations=mutations, special_values=False)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
             if time.monotonic() > stop:
-                return found, True
+                return found, True, ()
             if _acts(put, case, timeout):
                 for node in case.gm.graph.nodes:
                     rows = rows_named(node.target) if node.op == "call_function" else ()
                     if rows and rows[0].name not in found and packet_name(node.target) not in found:
                         found[rows[0].name] = "chain"
-    return found, False
+    focus = Triggers(ops=list(found.items()), constants=list(constants)).focus()
+    if focus is None:
+        return found, False, ()
+    focused = _draw_cases(graphs(mutations=mutations, focus=dataclasses.replace(focus, share=1.0)), _PAYOFF_EXAMPLES, 1)
+    counts = []
+    for sample in (plain_cases(mutations), focused):
+        n = 0
+        for case in sample:
+            if time.monotonic() > stop:
+                return found, True, ()
+            n += _acts(put, case, timeout)
+        counts.append(n)
+    return found, False, (*counts, _PAYOFF_EXAMPLES)
 
 
 # --- cache ----------------------------------------------------------------------------------------
@@ -394,7 +436,8 @@ def _load(key) -> Triggers | None:
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text())
         found = Triggers(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
-                         constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False))
+                         constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
+                         share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     _MEMORY[key] = found
