@@ -70,13 +70,14 @@ def test_seed_graphs_are_embedded_in_drawn_context_with_fresh_values():
 def test_a_pass_over_ops_the_catalog_lacks_is_vacuous_without_seeds_and_checked_with_them():
     plain = verify(fuse_addmm, seed=0, max_examples=40, repro_dir=None, shrink=False)
     assert plain.vacuous and plain.changed == 0
-    # The 3-d bias is a rare draw: found at seeds 4 (of 0-5) in 200 graphs with this generator, at
-    # 0, 2 and 3 before the last generator changes of issue 14 (a regression noticed, not yet explained).
+    # What the seeds reach is found rarely: at seed 4 (of 0-5) in 200 graphs with this generator,
+    # where the first counterexample is the fused addmm's NaN/inf (it keeps the -inf that the
+    # add after mm loses); the 3-d bias that addmm refuses came first at seeds 0, 2 and 3 before the
+    # last generator changes of issue 14 (a regression noticed, not yet explained).
     seeded = verify(fuse_addmm, seed=4, repro_dir=None, shrink=False, seed_graphs=[(_linear, (
         torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
     assert seeded.changed >= 20 and seeded.focus["seeds"]
-    assert not seeded.ok  # the bias that broadcasts the sum to 3-d: addmm raises
-    assert "addmm" in seeded.violations[0].message
+    assert not seeded.ok and "aten.addmm" in seeded.violations[0].graph_after
 
 
 def test_a_correct_pass_over_seeds_is_not_flagged():
