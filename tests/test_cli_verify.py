@@ -227,14 +227,17 @@ def test_interrupted_run_keeps_its_report(tmp_path):
 
     (tmp_path / "slow.py").write_text(SLOW)
     report = tmp_path / "r.json"
+    # Its own process group, signalled as a terminal's Ctrl-C signals one (the search and its forked
+    # driver both get SIGINT); the driver also forwards a SIGINT sent to the search alone
+    # (tests/test_drivers.py).
     proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", "verify", f"{tmp_path / 'slow.py'}:slow_identity",
                              "--focus", "none", "--json", report, "--repro-dir", tmp_path], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while not report.exists() and time.monotonic() < deadline:  # the first examples have been streamed
         time.sleep(0.2)
     time.sleep(2)
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     data = json.loads(report.read_text())
