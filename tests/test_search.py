@@ -283,8 +283,11 @@ def test_focus_rows_do_not_depend_on_the_order_discovery_found_them():
     assert forward == Triggers(ops=[(n, "code") for n in reversed(names)]).rows and len(forward) == 4
     ops = {aten.sub.Tensor, aten.gt.Tensor, aten.atan2.default, aten.lt.Tensor}
 
-    def by_set(gm):
-        return gm if not any(n.target in ops for n in gm.graph.nodes) else gm
+    def by_set(gm):  # the set is what discovery walks (through the closure)
+        for n in gm.graph.nodes:
+            if n.target in ops:
+                n.meta["matched"] = True
+        return gm
 
     assert list(static_triggers(by_set).ops) == sorted(static_triggers(by_set).ops)
 
