@@ -230,13 +230,20 @@ def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
 
 
 @contextmanager
-def grad_mode_restored():
-    """Runs graphs whose ``_set_grad_enabled`` nodes (or a pass) may leave grad mode changed."""
+def graph_run():
+    """Runs a graph (or a pass, which may run one): grad mode is as it was afterwards (a graph's
+    ``_set_grad_enabled`` nodes may change it), and torch's generators are seeded with
+    ``strategies.RNG_SEED`` first and restored afterwards, so random ops draw the same values on
+    every run: the values drawn graphs were built with, and what a pass must keep."""
+    from strategies import RNG_SEED
+
     grad = torch.is_grad_enabled()
-    try:
-        yield
-    finally:
-        torch._C._set_grad_enabled(grad)
+    with torch.random.fork_rng():
+        torch.manual_seed(RNG_SEED)
+        try:
+            yield
+        finally:
+            torch._C._set_grad_enabled(grad)
 
 
 # --- resolution ----------------------------------------------------------------------------------

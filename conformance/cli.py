@@ -42,7 +42,7 @@ def _verify(args) -> int:
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
-                        reporter=ConsoleReporter())
+                        sizes=args.sizes, reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -128,6 +128,9 @@ def _add_verify(sub) -> None:
     v.add_argument("--graphs", choices=("functional", "mutating"), default="functional",
                    help="functional (default) or mutating: adds in-place ops, input and view mutation, grad regions")
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
+    v.add_argument("--sizes", choices=("small", "large"), default="small",
+                   help="large: some tensors of 4096-65536 elements and matmul dims over 64, past the size "
+                        "thresholds real rewrites check (default small: fast, and what failures shrink to)")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
     v.add_argument("--specials", choices=SPECIALS, default="strict",

@@ -157,9 +157,10 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
     >>> compare_outputs(gm, (torch.ones(3),), [torch.full((3,), 2.0)]) is None
     True
     """
-    from .adapters import restorage
+    from .adapters import graph_run, restorage
 
-    expected = _leaves(gm(*restorage(inputs)))
+    with graph_run():
+        expected = _leaves(gm(*restorage(inputs)))
     actual = list(actual)
     if len(actual) != len(expected):
         return f"{what}s={len(actual)}, but should be {len(expected)}"
@@ -368,10 +369,20 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
     (outputs, inputs after, ``{target: constant after}`` for its tensor constants, ``{node name:
     dtype}`` of every tensor it computed).
 
-    Returns None when the graph cannot run that way (an op without a float64 kernel, say); the
-    oracle then falls back to the dtype table alone.
+    Returns None when the graph cannot run that way (an op without a float64 kernel, say) or has
+    a random op (float64 draws other numbers from the same generator state); the oracle then falls
+    back to the dtype table alone.
     """
+    if any(draws_random(n.target) for n in gm.graph.nodes if n.op == "call_function"):
+        return None
     return _rerun(gm, inputs, fx.Interpreter, upcast_to=torch.float64)
+
+
+def draws_random(target) -> bool:
+    """An op that draws from the generator (``rand_like``, ``native_dropout``); attention ops carry
+    the same tag for their dropout, and draw nothing at ``dropout_p=0``, as drawn graphs call them."""
+    return (isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+            and "scaled_dot_product" not in target.__name__)
 
 
 def scalar_path_run(gm: fx.GraphModule, inputs: tuple):
@@ -425,7 +436,7 @@ def _strided_copies(values) -> tuple:
 def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torch.dtype | None = None):
     """Run a snapshot of ``gm`` with ``interpreter`` on copies of ``inputs`` (floats as ``upcast_to``):
     (outputs, inputs after, constants after, ``{node name: dtype}``), or None when it cannot run."""
-    from .adapters import grad_mode_restored, restorage, snapshot  # a copy: the caller's constants stay as they are
+    from .adapters import graph_run, restorage, snapshot  # a copy: the caller's constants stay as they are
 
     try:
         ref = snapshot(gm)
@@ -443,7 +454,7 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
                     dtypes[n.name] = out.dtype
                 return out
 
-        with grad_mode_restored():
+        with graph_run():
             outputs = Recorder(ref).run(*ref_inputs)
         return outputs, ref_inputs, tensor_constants(ref), dtypes
     except Exception:  # noqa: BLE001 - any failure only means "no such run available"

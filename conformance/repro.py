@@ -33,6 +33,8 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # same
 # Where a callable is looked up by name when its __module__ does not lead to it (C functions).
 _NAMESPACES = ("operator", "builtins", "torch", "torch.Tensor", "torch.nn.functional", "torch.special",
                "torch.linalg", "torch.fft", "math")
+# Op namespaces a fresh process has only after importing the module that registers them.
+_REGISTERED_BY = {"quantized_decomposed": "torch.ao.quantization.fx._decomposed"}
 
 
 class _Unrenderable(Exception):
@@ -232,6 +234,9 @@ def _callable(fn, imports: set, reserved: set) -> str:
             if module not in _PRELOADED:
                 imports.add(module)
                 reserved.add(module.split(".")[0])
+            registering = _REGISTERED_BY.get(getattr(fn, "namespace", None))
+            if isinstance(fn, torch._ops.OpOverload) and registering:
+                imports.add(registering)
             return path
     raise _Unrenderable(f"the target {fn!r} is not importable by name (a lambda, a local or __main__ "
                         "function?); use a module-level function or a torch.ops overload")

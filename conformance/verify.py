@@ -38,7 +38,7 @@ from strategies import attach_meta
 
 from ._errors import UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
-from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, grad_mode_restored, load_pass,
+from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, graph_run, load_pass,
                        snapshot, to_device)
 from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
@@ -190,7 +190,7 @@ class _Run:
     # --- the pass ------------------------------------------------------------------------------
     def _apply(self, gm, inputs):
         try:
-            with grad_mode_restored():
+            with graph_run():
                 return self.c.pass_.apply(gm, clone_inputs(inputs))
         except PassReturnError as exc:
             self.violation(EXECUTION, str(exc))
@@ -207,7 +207,7 @@ class _Run:
     def _meta(self, after):
         rec = Recorder(after)
         try:
-            with grad_mode_restored():
+            with graph_run():
                 rec.run(*clone_inputs(self.inputs))
         except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
             self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
@@ -344,7 +344,7 @@ class _Run:
 
 def _call(gm, inputs):
     """Run ``gm``: (outputs, grad mode right after the run); grad mode is then restored."""
-    with grad_mode_restored():
+    with graph_run():
         out = gm(*inputs)
         return out, torch.is_grad_enabled()
 
@@ -420,7 +420,7 @@ def _node(gm, node) -> str:
 def _run_failure(after, inputs, exc) -> str:
     rec = Recorder(after)
     try:
-        with grad_mode_restored():
+        with graph_run():
             rec.run(*clone_inputs(inputs))
     except Exception:  # noqa: BLE001 - we only want the failing node
         pass

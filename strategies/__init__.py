@@ -8,11 +8,13 @@
 """
 
 from . import _determinism  # noqa: F401 - first: draws must not depend on imports (see the module)
+from ._builder import RNG_SEED
+from ._calls import CHAINS
 from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._focus import Focus
-from ._graphs import GraphCase, graphs
+from ._graphs import SIZES, GraphCase, graphs
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS, rows_named
 from ._seeds import SeedGraph
@@ -22,6 +24,7 @@ from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_flo
 
 __all__ = [
     "CATEGORIES",
+    "CHAINS",
     "DOMAINS",
     "FEATURES",
     "Focus",
@@ -32,6 +35,8 @@ __all__ = [
     "InvalidArgument",
     "Kwarg",
     "OpSpec",
+    "RNG_SEED",
+    "SIZES",
     "attach_meta",
     "broadcastable_shapes",
     "dtypes",

@@ -39,6 +39,11 @@ class DrawContext:
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
     max_nodes: int = 64
+    large: bool = False  # sizes="large": some leaves of 4096-65536 elements, matmul dims over 64
+
+    @property
+    def max_numel(self) -> int:
+        return self.builder.max_numel
 
 
 # --- domains on concrete values -----------------------------------------------------------------
@@ -67,12 +72,12 @@ def in_domain(t: torch.Tensor, domain: str, special_values: bool) -> bool:
 # --- operands ------------------------------------------------------------------------------------
 
 
-def broadcasts_with(shape, other) -> bool:
+def broadcasts_with(shape, other, limit: int = 2048) -> bool:
     try:
         out = torch.broadcast_shapes(tuple(shape), tuple(other))
     except RuntimeError:
         return False
-    return math.prod(out) <= 2048
+    return math.prod(out) <= limit
 
 
 def broadcasts_into(shape, target) -> bool:
@@ -83,11 +88,14 @@ def broadcasts_into(shape, target) -> bool:
 
 
 def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Value | None = None,
-            into: bool = False, target: bool = False, metadata: bool = False) -> Value:
+            into: bool = False, target: bool = False, metadata: bool = False, shape_fits=None,
+            make_shape=None, chain: bool = True) -> Value:
     """Pick an operand: an existing value that fits, or (last choice) a new input or constant.
 
     ``like``: the first operand, which this one must broadcast with (``into``: broadcast *into*
     its shape, as in-place ops require). ``target``: the operand an in-place op writes to.
+    ``shape_fits(shape)``: what shapes fit (matmul's inner dim, conv's channels), and
+    ``make_shape(draw)`` the shape of a new leaf; ``chain``: may be the latest focus op's result.
     """
     b = ctx.builder
 
@@ -97,17 +105,26 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
             return False
         if target and not writable(v, metadata=metadata):
             return False
+        if shape_fits is not None and not shape_fits(tuple(t.shape)):
+            return False
         if like is not None:
-            ok = broadcasts_into if into else broadcasts_with
-            return ok(t.shape, like.tensor.shape)
+            if into:
+                return broadcasts_into(t.shape, like.tensor.shape)
+            return broadcasts_with(t.shape, like.tensor.shape, ctx.max_numel)
         return True
 
-    if ctx.prefer is not None and like is None and fits(ctx.prefer) and flag(draw):
+    if ctx.prefer is not None and like is None and chain and fits(ctx.prefer) and flag(draw):
         return ctx.prefer  # chain focus ops: producer -> consumer
     # In a focus step, a second operand is the first one itself one time in four: x op x is where
     # rewrites go wrong (sub(x, x) -> 0 at inf, lt(x, x) flipped to gt(x, x), x / x -> 1 at 0).
     if ctx.focus_step and like is not None and not target and fits(like) and draw(integers(0, 3)) == 3:
         return like
+    # In a focus step a second operand is shaped like a bias half the time: the first operand's
+    # dtype, and a shape that broadcasts *into* the first's (a matmul plus a bias row, a norm times
+    # a weight: what fusion patterns match and where their operand checks go wrong).
+    if ctx.focus_step and like is not None and not target and not into and like.tensor.dtype in dtypes_ok \
+            and flag(draw):
+        dtypes_ok, into = {like.tensor.dtype}, True
     candidates = [v for v in b.values if fits(v)]
     # A second operand is a fresh leaf half the time (False, what it shrinks to, reuses a value):
     # fresh leaves bring the other shapes, ranks and dtypes that broadcasting bugs need.
@@ -119,10 +136,11 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
         choice = max(len(candidates) - 1, 0)
     if choice < len(candidates):
         return candidates[choice]
-    return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target)
+    return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target,
+                    make_shape=make_shape)
 
 
-def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target) -> Value:
+def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target, make_shape=None) -> Value:
     b = ctx.builder
     kinds = []
     if len(b.recipes) < ctx.max_inputs:
@@ -132,21 +150,23 @@ def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target) -
     if not kinds:
         raise StepRejected("no room for another input and constants are off")
     kind = choose(draw, kinds)
-    if dtypes_ok == {torch.bool}:
-        dtype = torch.bool  # a mask (where's condition) is bool whatever the graph's dtypes
+    if len(dtypes_ok) == 1:
+        dtype = next(iter(dtypes_ok))  # a mask (where's condition) is bool whatever the graph's dtypes
     elif like is not None and flag(draw) is False:
         dtype = like.tensor.dtype  # same dtype first: mixing is the exception
     else:
         dtype = draw(ctx.dtypes)
     if dtype not in dtypes_ok:
         raise StepRejected(f"{dtype} not supported here")
-    if like is None:
+    if make_shape is not None:
+        shape = tuple(make_shape(draw))
+    elif like is None:
         shape = draw(ctx.shapes)
     elif into:
         shape = _shapes_broadcasting_into(draw, tuple(like.tensor.shape))
     else:
         shape = draw(_broadcastable(tuple(like.tensor.shape)))
-    if math.prod(shape) > 2048:
+    if math.prod(shape) > ctx.max_numel:
         raise StepRejected("leaf too large")
     tensor, base, layout = tensor_with_layout(
         draw, dtype, shape, domain, special_values=ctx.special_values,
@@ -353,12 +373,28 @@ SHAPE_RULES = {
 # --- a whole call ----------------------------------------------------------------------------------
 
 
+def rule_view_dtype(draw, t):
+    same = [d for d in C.ALL_DTYPES if d is not t.dtype and d.itemsize == t.dtype.itemsize]
+    if not same:
+        raise StepRejected(f"no other dtype of {t.dtype}'s size in the catalog")
+    return [choose(draw, same)]
+
+
+SHAPE_RULES[C.VIEW_DTYPE] = rule_view_dtype
+
+
 def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     """Draw ``(args, kwargs)`` for ``spec``: Values for operands, literals for everything else."""
     inplace = spec.category == C.INPLACE
     first_kind = spec.args[0]
     if first_kind == C.TENSORS:
         return _cat_args(draw, ctx, spec)
+    if spec.draws_whole_call:
+        from ._calls import CALL_RULES
+
+        args, kwargs = CALL_RULES[first_kind](draw, ctx, spec)
+        first = next((a for a in args if isinstance(a, Value)), None)
+        return tuple(args), draw_kwargs(draw, ctx, spec, first, kwargs)
     first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
     first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
                     metadata=spec.mutates_metadata)
@@ -378,11 +414,24 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
                 like = v
         elif kind in (C.SCALAR, C.TENSOR_OR_SCALAR):
             args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace, floats_ok=floats_ok))
+        elif kind == C.SCALAR_TENSOR:
+            args.append(operand(draw, ctx, dtypes_ok={first.tensor.dtype}, domain=domain, chain=False,
+                                shape_fits=lambda s: s == (), make_shape=lambda d: ()))
+        elif isinstance(kind, tuple):
+            args.append(choose(draw, kind))  # a literal
+        elif kind == C.DTYPE:
+            args.append(draw(ctx.dtypes))
         else:
             args.extend(SHAPE_RULES[kind](draw, first.tensor))
-    kwargs = {}
+    return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
+
+
+def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:
+    """The row's keyword arguments not already drawn, each optional one half the time."""
+    inplace = spec.category == C.INPLACE
+    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
     for kw in spec.kwargs:
-        if not kw.required and flag(draw) is False:
+        if kw.name in kwargs or (not kw.required and flag(draw) is False):
             continue
         if kw.values == C.SCALAR:
             kwargs[kw.name] = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
@@ -390,7 +439,7 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
             kwargs[kw.name] = draw(ctx.dtypes)
         else:
             kwargs[kw.name] = choose(draw, kw.values)
-    return tuple(args), kwargs
+    return kwargs
 
 
 def _cat_args(draw, ctx, spec):

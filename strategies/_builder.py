@@ -8,6 +8,7 @@ The final graph therefore runs in eager by construction.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,6 +20,8 @@ from ._meta import FakeViews
 from ._tensors import Layout
 
 MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels cheap
+MAX_NUMEL_LARGE = 1 << 18  # sizes="large": tensors of 4096-65536 elements, and what they compute
+RNG_SEED = 0  # the global generator's seed before every run of a graph with random ops
 INPUT, CONSTANT, TEMP = "input", "constant", "temp"
 set_grad_enabled = torch._C._set_grad_enabled
 
@@ -52,8 +55,11 @@ class GraphBuilder:
     fake_mode: object = None  # the shared FakeTensorMode that every meta['val'] belongs to
     n_calls: int = 0
     n_constants: int = 0
+    max_nodes: int = 64
+    max_numel: int = MAX_NUMEL
     _by_node: dict = field(default_factory=dict)
     _views: FakeViews | None = None
+    _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
 
     # --- leaves --------------------------------------------------------------------------------
     def add_input(self, base: torch.Tensor, layout: Layout) -> Value:
@@ -91,29 +97,92 @@ class GraphBuilder:
         return self._views.fake_of(t)
 
     # --- calls ---------------------------------------------------------------------------------
-    def call(self, spec: C.OpSpec | None, target, args: tuple, kwargs: dict) -> Value:
-        """Run ``target`` eagerly on the current values and append the node; or raise StepRejected."""
+    def call(self, spec: C.OpSpec | None, target, args: tuple, kwargs: dict, *, check: bool = True,
+             pure: bool = True, keep=None) -> Value:
+        """Run ``target`` eagerly on the current values and append the node; or raise StepRejected.
+
+        An op with several results (a tuple or list: ``native_layer_norm``, ``split``) is followed
+        by ``operator.getitem`` nodes, as traced graphs have them: the first result always, each
+        other one where ``keep(i)`` says so (default: all; an unused result has no getitem in real
+        graphs either) and the node budget allows; the first getitem's Value is returned. ``check=False``: the result is not checked (``empty``,
+        whose garbage the caller overwrites at once); ``pure=False``: never re-emitted as a duplicate.
+        """
         real_args, real_kwargs = _map_values(args, lambda v: v.tensor), _map_values(kwargs, lambda v: v.tensor)
         inplace = spec is not None and spec.category == C.INPLACE
+        random = spec is not None and spec.category == C.RANDOM
         if inplace:
             out = self._call_inplace(spec, target, args, real_args, real_kwargs)
         else:
-            out = _run(target, real_args, real_kwargs)
-            self._check_result(out)
+            out = self._run_seeded(target, real_args, real_kwargs) if random else _run(target, real_args, real_kwargs)
+            if target in RUN_TWICE and not _same_bits(out, _run(target, real_args, real_kwargs)):
+                raise StepRejected(f"{target} gave two results on these values")
+            if isinstance(out, (tuple, list)):
+                if self.n_calls + 2 > self.max_nodes:
+                    raise StepRejected("no room for the op and its getitem")
+                for o in out:
+                    self._check_result(o)
+            elif check:
+                self._check_result(out)
         node = self.graph.call_function(target, _map_values(args, lambda v: v.node),
                                         _map_values(kwargs, lambda v: v.node))
         self.n_calls += 1
+        if random:
+            self._rng = self._pending_rng
         first = next(_flat_values(args), None)
+        if isinstance(out, (tuple, list)):
+            return self._results(node, out, first, (lambda i: False) if target in FIRST_RESULT_ONLY else keep)
         origin = first.origin if first is not None and _shares_storage(out, first.tensor) else TEMP
-        return self._add(Value(node, out, origin, pure=not inplace, call=(spec, args, kwargs)))
+        # A random op is pure in the sense that matters here: a duplicate draws anew (what CSE must
+        # not merge), and its result may be an output.
+        pure = pure and not inplace
+        return self._add(Value(node, out, origin, pure=pure, call=(spec, args, kwargs)))
+
+    def remove_last(self, value: Value) -> None:
+        """Take back ``value``, the last node added (a chain that could not finish)."""
+        assert self.values[-1] is value and not value.node.users
+        self.values.pop()
+        del self._by_node[value.node]
+        self.graph.erase_node(value.node)
+        self.n_calls -= 1
+
+    def _results(self, node, outs, first, keep) -> Value:
+        node.meta["val"] = type(outs)(self.fake_of(o) for o in outs)
+        got = None
+        for i, o in enumerate(outs):
+            if i and (self.n_calls >= self.max_nodes or (keep is not None and not keep(i))):
+                continue
+            item = self.graph.call_function(operator.getitem, (node, i))
+            self.n_calls += 1
+            origin = first.origin if first is not None and _shares_storage(o, first.tensor) else TEMP
+            v = self._add(Value(item, o, origin))
+            got = got or v
+        return got
+
+    def _run_seeded(self, target, args, kwargs):
+        """A random op draws from the generator state the graph's run reaches at this node: the
+        builder's own state (RNG_SEED's, advanced by the random ops drawn so far), never the
+        caller's; committed by ``call`` once the node is added."""
+        saved = torch.random.get_rng_state()
+        try:
+            if self._rng is None:
+                torch.manual_seed(RNG_SEED)
+            else:
+                torch.random.set_rng_state(self._rng)
+            out = _run(target, args, kwargs)
+            self._pending_rng = torch.random.get_rng_state()
+            return out
+        finally:
+            torch.random.set_rng_state(saved)
 
     def _call_inplace(self, spec, target, args, real_args, real_kwargs):
         self_value = args[0]
         if not writable(self_value, metadata=spec.mutates_metadata):
             raise StepRejected("target is a constant or has overlapping memory")
         for other in _flat_values(args[1:]):
-            if _shares_storage(other.tensor, self_value.tensor) and not _same_geometry(other.tensor, self_value.tensor):
-                raise StepRejected("an operand partially overlaps the written tensor")
+            if _shares_storage(other.tensor, self_value.tensor) and (
+                    spec.draws_whole_call or not _same_geometry(other.tensor, self_value.tensor)):
+                # index_put_ / scatter_ read their operands at other positions than they write
+                raise StepRejected("an operand overlaps the written tensor")
         # Trial on a private copy first: a failed in-place op must not leave a half-written value.
         trial_self = torch.ops.aten.alias(self_value.tensor) if spec.mutates_metadata else _copy_strided(self_value.tensor)
         trial_args = tuple(trial_self if (i == 0 or a is self_value.tensor) else a for i, a in enumerate(real_args))
@@ -128,7 +197,7 @@ class GraphBuilder:
     def _check_result(self, out) -> None:
         if not isinstance(out, torch.Tensor):
             raise StepRejected(f"result is {type(out).__name__}, not a tensor")
-        if out.numel() > MAX_NUMEL:
+        if out.numel() > self.max_numel:
             raise StepRejected("result too large")
         if not self.special_values and out.is_floating_point() and out.numel() and not torch.isfinite(out).all():
             raise StepRejected("non-finite result without special values")
@@ -145,6 +214,29 @@ class GraphBuilder:
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+# Ops whose eager CPU kernels leave some results depending on more than their operands (measured,
+# torch 2.13: the CPU flash attention's logsumexp for rows a mask or special values empty out):
+# each drawn call is run twice and kept only where both runs agree bit for bit.
+RUN_TWICE = frozenset({torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default})
+# Ops whose results after the first are left without a getitem: the CPU flash attention's
+# logsumexp is not written for some rows (measured: two runs that agreed while drawn disagreed later).
+FIRST_RESULT_ONLY = RUN_TWICE
+
+
+def _same_bits(a, b) -> bool:
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b))
+    if not isinstance(a, torch.Tensor):
+        return a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().contiguous(), b.detach().contiguous()
+    if a.is_floating_point():
+        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a, b = a.view(view), b.view(view)
+    return torch.equal(a, b)
+
 
 
 def _run(target, args, kwargs):

@@ -15,8 +15,17 @@ POINTWISE = "pointwise"
 VIEW = "view"
 REDUCTION = "reduction"
 INPLACE = "inplace"
-OTHER = "other"
-CATEGORIES = (POINTWISE, VIEW, REDUCTION, INPLACE, OTHER)
+OTHER = "other"  # copies, concat/split, padding, repeats, flips
+MATMUL = "matmul"  # mm, bmm, addmm, baddbmm, addmv, dot, and linear's t + addmm + _unsafe_view form
+CONV = "conv"  # convolution, pooling
+NORM = "norm"  # layer, batch and group norm, the RMS-norm chain
+ATTENTION = "attention"  # scaled_dot_product_attention and the CPU overloads it lowers to
+INDEXING = "indexing"  # index, index_put, gather, scatter, embedding, slice/select_scatter
+FACTORY = "factory"  # full, zeros, arange, empty then a full write, dtype views and conversions
+QUANT = "quant"  # quantize_per_tensor / dequantize_per_tensor (quantized_decomposed)
+RANDOM = "random"  # rand_like, native_dropout: drawn only with graphs(random=True)
+CATEGORIES = (POINTWISE, VIEW, REDUCTION, INPLACE, OTHER, MATMUL, CONV, NORM, ATTENTION, INDEXING, FACTORY,
+              QUANT, RANDOM)
 
 # --- dtypes -----------------------------------------------------------------------------------
 # Order matters: the first entry is what a failing example shrinks towards.
@@ -57,14 +66,48 @@ KEEPDIM = "keepdim"  # a bool
 DTYPE = "dtype"  # a target dtype for casts
 TENSORS = "tensors"  # a list of tensors equal in shape but for one dimension (cat), then that dim
 SQUEEZABLE_DIM = "squeezable_dim"  # a dimension, preferring size-1 ones
+SCALAR_TENSOR = "scalar_tensor"  # a 0-d tensor of the first operand's dtype (masked_fill.Tensor's value)
+VIEW_DTYPE = "view_dtype"  # another dtype of the operand's element size (view.dtype)
+
+# A positional literal chosen from a tuple (``(False,)``, ``(0.0, 0.5)``) is written in ``args``
+# as that tuple. The kinds below draw a whole call, operands included, because their operands'
+# shapes depend on each other (matmul's inner dims, conv's channels, attention's heads); their rules
+# are in _calls.py, one per kind.
+MM = "mm"  # [m, k] @ [k, n]; bmm's batch; addmm/baddbmm/addmv's bias; dot's vectors
+CONVOLUTION = "convolution"  # input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+POOL = "pool"  # an [N,] C, H, W input and kernel/stride/padding(/dilation, ceil_mode)
+LAYER_NORM = "layer_norm"  # input, normalized_shape, weight, bias, eps
+BATCH_NORM = "batch_norm"  # input [N, C, ...], weight, bias, running stats, training, momentum, eps
+GROUP_NORM = "group_norm"  # input, weight, bias, N, C, HxW, group, eps
+SDPA = "sdpa"  # query, key, value, mask, causal, scale
+INDEX = "index"  # self, a list of index tensors (or None) for its leading dims
+INDEX_PUT = "index_put"  # self, indices (unique unless accumulating), values, accumulate
+GATHER = "gather"  # self, dim, an index of self's rank (index_select: a 1-d index)
+SCATTER = "scatter"  # self, dim, an index (unique per slice unless adding), src or value
+SLICE_SCATTER = "slice_scatter"  # self, src shaped as the slice, the slice (select_scatter: the select)
+EMBEDDING = "embedding"  # weight [V, D], int64 indices in [0, V)
+TOPK = "topk"  # self, k <= the dim's size, dim, largest, sorted
+STATS = "stats"  # self, dims, and a correction below the reduced count (var, std, var_mean)
+SPLIT = "split"  # split_size / split_sizes / chunks, dim
+PAD = "pad"  # a pad list of even length <= 2 * rank (negative entries crop), value
+REPEAT = "repeat"  # repeats, one per dim and maybe more
+ROLL = "roll"  # shifts and dims of equal length
+STACK = "stack"  # tensors of one shape, a dim in [0, rank]
+EXPAND_AS = "expand_as"  # self, a tensor whose shape self broadcasts to
+FILL = "fill"  # a factory's size (or range) and fill value, and its dtype
+QUANTIZE = "quantize"  # input, scale, zero_point, quant_min, quant_max, dtype (and dequantize's int8 input)
+CALL_KINDS = frozenset({MM, CONVOLUTION, POOL, LAYER_NORM, BATCH_NORM, GROUP_NORM, SDPA, INDEX, INDEX_PUT, GATHER,
+                        SCATTER, SLICE_SCATTER, EMBEDDING, TOPK, STATS, SPLIT, PAD, REPEAT, ROLL, STACK, EXPAND_AS, FILL,
+                        QUANTIZE})
 
 ARG_KINDS = frozenset(
     {
         TENSOR, TENSOR_OR_SCALAR, SCALAR, MASK, DIM, DIM_INSERT, SHAPE, EXPAND_SHAPE, PERM, SLICE,
         SELECT, FLATTEN, STRIDED, DIAGONAL, UNFOLD, DIMS, KEEPDIM, DTYPE, TENSORS, SQUEEZABLE_DIM,
+        SCALAR_TENSOR, VIEW_DTYPE,
     }
-)
-TENSOR_KINDS = frozenset({TENSOR, TENSOR_OR_SCALAR, MASK})
+) | CALL_KINDS
+TENSOR_KINDS = frozenset({TENSOR, TENSOR_OR_SCALAR, MASK, SCALAR_TENSOR})
 
 # --- input domains: what values an operand must hold so eager stays in the op's domain ----------
 # Without special values, float operands are kept inside the domain (log gets positives); integer
@@ -109,14 +152,14 @@ class OpSpec:
 
     @property
     def name(self) -> str:
-        """``aten.<packet>.<overload>``, the name users pass in ``ops=``."""
-        packet = self.overload._schema.name.split("::")[-1]
-        return f"aten.{packet}.{self.overload._overloadname}"
+        """``<namespace>.<packet>.<overload>`` (``aten.add.Tensor``), the name users pass in ``ops=``."""
+        namespace, packet = self.overload._schema.name.split("::")
+        return f"{namespace}.{packet}.{self.overload._overloadname}"
 
     @property
-    def arity(self) -> int:
-        """How many tensor operands the op takes (a list operand counts as one)."""
-        return sum(k in TENSOR_KINDS or k == TENSORS for k in self.args)
+    def draws_whole_call(self) -> bool:
+        """Its first kind draws every argument (``CALL_KINDS``)."""
+        return bool(self.args) and self.args[0] in CALL_KINDS
 
     def domain_of(self, position: int) -> str:
         return self.domain[position] if position < len(self.domain) else ANY_VALUE

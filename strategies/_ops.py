@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import torch
 
+from ._calls import DEQUANTIZE, QUANTIZE
 from ._catalog import (
-    ANY, ANY_VALUE, BASE, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE, EXPAND_SHAPE, EXPONENT, FLATTEN,
-    FLOAT, GT_NEG1, INPLACE, INTEGRAL, KEEPDIM, MASK, NONNEG, NONZERO, NUMERIC, OTHER, PERM,
-    POINTWISE, POSITIVE, REDUCTION, SCALAR, SELECT, SHAPE, SLICE, SQUEEZABLE_DIM, STRIDED, TENSOR,
-    TENSOR_OR_SCALAR, TENSORS, UNFOLD, UNIT, VIEW, Kwarg, OpSpec,
+    ANY, ANY_VALUE, ATTENTION, BASE, BATCH_NORM, CONV, CONVOLUTION, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE,
+    EMBEDDING, EXPAND_AS, EXPAND_SHAPE, EXPONENT, FACTORY, FILL, FLATTEN, FLOAT, GATHER, GROUP_NORM, GT_NEG1,
+    INDEX, INDEX_PUT, INDEXING, INPLACE, INTEGRAL, KEEPDIM, LAYER_NORM, MASK, MATMUL, MM, NONNEG, NONZERO, NORM,
+    NUMERIC, OTHER, PAD, PERM, POINTWISE, POOL, POSITIVE, QUANT, RANDOM, REDUCTION, REPEAT, ROLL, SCALAR,
+    SCALAR_TENSOR, SCATTER, SDPA, SELECT, SHAPE, SLICE, SLICE_SCATTER, SPLIT, SQUEEZABLE_DIM, STACK, STATS, STRIDED,
+    TENSOR, TENSOR_OR_SCALAR, TENSORS, TOPK, UNFOLD, UNIT, VIEW, VIEW_DTYPE, Kwarg, OpSpec, QUANTIZE as QUANTIZE_KIND,
 )
 
 aten = torch.ops.aten
 
 T, TS, S = TENSOR, TENSOR_OR_SCALAR, SCALAR
 ALPHA = Kwarg("alpha", SCALAR)
+BETA = Kwarg("beta", SCALAR)
+DTYPE_KW = Kwarg("dtype", DTYPE)
+KEEP = Kwarg("keepdim", (False, True))
 FLOAT_OUT = ANY  # unary math that promotes integers and bools to the default float dtype
 
 OPS: tuple[OpSpec, ...] = (
@@ -119,6 +125,13 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.as_strided.default, VIEW, (T, STRIDED), ANY),
     OpSpec(aten.diagonal.default, VIEW, (T, DIAGONAL), ANY),
     OpSpec(aten.unfold.default, VIEW, (T, UNFOLD), ANY),
+    OpSpec(aten.view.dtype, VIEW, (T, VIEW_DTYPE), NUMERIC),  # the same bits as another dtype of its size
+    OpSpec(aten.expand_as.default, VIEW, (EXPAND_AS,), ANY),
+    # split-like ops return lists of views, read through getitem
+    OpSpec(aten.split.Tensor, VIEW, (SPLIT,), ANY),
+    OpSpec(aten.split_with_sizes.default, VIEW, (SPLIT,), ANY),
+    OpSpec(aten.chunk.default, VIEW, (SPLIT,), ANY),
+    OpSpec(aten.unbind.int, VIEW, (SPLIT,), ANY),
     # ---- reductions -----------------------------------------------------------------------------
     OpSpec(aten.sum.dim_IntList, REDUCTION, (T, DIMS, KEEPDIM), ANY),
     OpSpec(aten.sum.default, REDUCTION, (T,), ANY),
@@ -128,11 +141,82 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.prod.dim_int, REDUCTION, (T, DIM, KEEPDIM), ANY),
     OpSpec(aten.argmax.default, REDUCTION, (T, DIM, KEEPDIM), NUMERIC),
     OpSpec(aten.any.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
+    OpSpec(aten._softmax.default, REDUCTION, (T, DIM, (False,)), FLOAT),
+    OpSpec(aten._log_softmax.default, REDUCTION, (T, DIM, (False,)), FLOAT),
+    OpSpec(aten.logsumexp.default, REDUCTION, (T, DIMS, KEEPDIM), FLOAT),
+    OpSpec(aten.var.correction, REDUCTION, (STATS,), FLOAT, kwargs=(KEEP,)),
+    OpSpec(aten.var_mean.correction, REDUCTION, (STATS,), FLOAT, kwargs=(KEEP,)),
+    OpSpec(aten.std.correction, REDUCTION, (STATS,), FLOAT, kwargs=(KEEP,)),
+    OpSpec(aten.cumsum.default, REDUCTION, (T, DIM), ANY),
+    OpSpec(aten.cumprod.default, REDUCTION, (T, DIM), NUMERIC),
+    OpSpec(aten.sort.default, REDUCTION, (T, DIM, (False, True)), ANY),
+    OpSpec(aten.topk.default, REDUCTION, (TOPK,), NUMERIC),
+    OpSpec(aten.argmin.default, REDUCTION, (T, DIM, KEEPDIM), NUMERIC),
+    OpSpec(aten.max.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
+    OpSpec(aten.min.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
     # ---- other ----------------------------------------------------------------------------------
     OpSpec(aten.clone.default, OTHER, (T,), ANY),
     OpSpec(aten.cat.default, OTHER, (TENSORS,), ANY),
-    OpSpec(aten.zeros_like.default, OTHER, (T,), ANY),
-    OpSpec(aten.full_like.default, OTHER, (T, S), ANY),
+    OpSpec(aten.zeros_like.default, OTHER, (T,), ANY, kwargs=(DTYPE_KW,)),
+    OpSpec(aten.full_like.default, OTHER, (T, S), ANY, kwargs=(DTYPE_KW,)),
+    OpSpec(aten.ones_like.default, OTHER, (T,), ANY, kwargs=(DTYPE_KW,)),
+    # ---- concat/split, padding, repeats (split-like ops are views: their rows are with the views) -----
+    OpSpec(aten.stack.default, OTHER, (STACK,), ANY),
+    OpSpec(aten.constant_pad_nd.default, OTHER, (PAD,), ANY),  # negative pads crop
+    OpSpec(aten.repeat.default, OTHER, (REPEAT,), ANY),
+    OpSpec(aten.flip.default, OTHER, (T, DIMS), ANY),
+    OpSpec(aten.roll.default, OTHER, (ROLL,), ANY),
+    OpSpec(aten.tril.default, OTHER, (T, (0, 1, -1)), ANY),  # rank >= 2
+    OpSpec(aten.triu.default, OTHER, (T, (0, 1, -1)), ANY),
+    OpSpec(aten._unsafe_view.default, OTHER, (T, SHAPE), ANY),  # linear's reshape back: a copy in name only
+    # ---- matmul: inner dims agree; addmm-like ops take beta/alpha ------------------------------------
+    OpSpec(aten.mm.default, MATMUL, (MM,), NUMERIC),
+    OpSpec(aten.bmm.default, MATMUL, (MM,), NUMERIC),
+    OpSpec(aten.addmm.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
+    OpSpec(aten.baddbmm.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
+    OpSpec(aten.addmv.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
+    OpSpec(aten.dot.default, MATMUL, (MM,), NUMERIC),
+    # ---- convolution (1-3 d, strided, padded, dilated, grouped, transposed) and pooling ---------------
+    OpSpec(aten.convolution.default, CONV, (CONVOLUTION,), FLOAT),
+    OpSpec(aten.max_pool2d_with_indices.default, CONV, (POOL,), FLOAT),
+    OpSpec(aten.avg_pool2d.default, CONV, (POOL,), FLOAT),
+    OpSpec(aten._adaptive_avg_pool2d.default, CONV, (POOL,), FLOAT),
+    # ---- normalization (tuple results: the output, then saved statistics) ---------------------------
+    OpSpec(aten.native_layer_norm.default, NORM, (LAYER_NORM,), FLOAT),
+    OpSpec(aten.native_batch_norm.default, NORM, (BATCH_NORM,), FLOAT),  # training (no running stats) or not
+    OpSpec(aten._native_batch_norm_legit_no_training.default, NORM, (BATCH_NORM,), FLOAT),
+    OpSpec(aten.native_group_norm.default, NORM, (GROUP_NORM,), FLOAT),
+    # ---- attention as CPU graphs carry it: the composite, the CPU flash overload, the math one -------
+    OpSpec(aten.scaled_dot_product_attention.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_flash_attention_for_cpu.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_attention_math.default, ATTENTION, (SDPA,), FLOAT),
+    # ---- indexing: indices inside their dims; writes that could collide go to unique positions ------
+    OpSpec(aten.index.Tensor, INDEXING, (INDEX,), ANY),
+    OpSpec(aten.index_put.default, INDEXING, (INDEX_PUT,), ANY),
+    OpSpec(aten.index_select.default, INDEXING, (GATHER,), ANY),
+    OpSpec(aten.gather.default, INDEXING, (GATHER,), ANY),
+    OpSpec(aten.scatter.src, INDEXING, (SCATTER,), ANY),
+    OpSpec(aten.scatter.value, INDEXING, (SCATTER,), ANY),
+    OpSpec(aten.scatter.reduce, INDEXING, (SCATTER,), NUMERIC),
+    OpSpec(aten.scatter_add.default, INDEXING, (SCATTER,), NUMERIC),
+    OpSpec(aten.slice_scatter.default, INDEXING, (SLICE_SCATTER,), ANY),
+    OpSpec(aten.select_scatter.default, INDEXING, (SLICE_SCATTER,), ANY),
+    OpSpec(aten.embedding.default, INDEXING, (EMBEDDING,), NUMERIC),
+    OpSpec(aten.masked_fill.Tensor, INDEXING, (T, MASK, SCALAR_TENSOR), ANY),
+    # ---- factories: no tensor operand, so ``dtypes`` lists the dtypes they are drawn to produce ------
+    OpSpec(aten.full.default, FACTORY, (FILL,), ANY),
+    OpSpec(aten.zeros.default, FACTORY, (FILL,), ANY),
+    OpSpec(aten.ones.default, FACTORY, (FILL,), ANY),
+    OpSpec(aten.scalar_tensor.default, FACTORY, (FILL,), ANY),
+    OpSpec(aten.arange.default, FACTORY, (FILL,), NUMERIC),
+    OpSpec(aten.arange.start_step, FACTORY, (FILL,), NUMERIC),
+    OpSpec(torch.ops.prims.convert_element_type.default, FACTORY, (T, DTYPE), ANY),
+    # ---- quantization as quantized models carry it (quantized_decomposed, registered by torch.ao) -----
+    OpSpec(QUANTIZE, QUANT, (QUANTIZE_KIND,), frozenset({torch.float32})),
+    OpSpec(DEQUANTIZE, QUANT, (QUANTIZE_KIND,), frozenset({torch.int8, torch.uint8})),
+    # ---- random: drawn only with graphs(random=True); every run starts from one generator state ----------
+    OpSpec(aten.rand_like.default, RANDOM, (T,), FLOAT),
+    OpSpec(aten.native_dropout.default, RANDOM, (T, (0.25, 0.5), (True,)), FLOAT),
     # ---- in-place: the result is written into the first operand, which is returned --------------
     OpSpec(aten.add_.Tensor, INPLACE, (T, TS), ANY, kwargs=(ALPHA,)),
     OpSpec(aten.add_.Scalar, INPLACE, (T, S), ANY),
@@ -157,6 +241,9 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.zero_.default, INPLACE, (T,), ANY),
     OpSpec(aten.copy_.default, INPLACE, (T, T), ANY),  # src broadcasts to dst, any dtype casts
     OpSpec(aten.fill_.Scalar, INPLACE, (T, S), ANY),
+    OpSpec(aten.index_put_.default, INPLACE, (INDEX_PUT,), ANY),
+    OpSpec(aten.scatter_.src, INPLACE, (SCATTER,), ANY),
+    OpSpec(aten.scatter_add_.default, INPLACE, (SCATTER,), NUMERIC),
     # ---- in-place metadata mutation: the first operand's shape and strides change ----------------
     OpSpec(aten.transpose_.default, INPLACE, (T, DIM, DIM), ANY, mutates_metadata=True),
     OpSpec(aten.t_.default, INPLACE, (T,), ANY, mutates_metadata=True),
@@ -202,11 +289,22 @@ WEIGHTS: dict = {
     aten.sum.dim_IntList: 3,
     aten.mean.dim: 3,
     aten.amax.default: 2,
-    aten.clone.default: 3,
+    aten.clone.default: 8,  # decompositions and functionalization leave many copies (what no-op removal targets)
     aten.cat.default: 2,
     aten.add_.Tensor: 3,
     aten.mul_.Tensor: 3,
     aten.copy_.default: 3,
+    aten.mm.default: 3,
+    aten.addmm.default: 3,
+    aten.bmm.default: 2,
+    aten._softmax.default: 2,
+    aten.convolution.default: 3,
+    aten.native_layer_norm.default: 2,
+    aten.index.Tensor: 2,
+    aten.split.Tensor: 2,
+    aten.split_with_sizes.default: 2,
+    aten.full.default: 2,
+    aten.scaled_dot_product_attention.default: 2,
 }
 
 
@@ -226,7 +324,7 @@ def rows_named(item) -> tuple:
         for row in OPS:
             packet = row.name.rsplit(".", 1)[0]
             for key in (row.overload, row.name, row.name.removeprefix("aten."), packet, packet.removeprefix("aten."),
-                        getattr(aten, packet.removeprefix("aten."))):
+                        row.overload.overloadpacket):
                 _INDEX.setdefault(key, []).append(row)
     try:
         return tuple(dict.fromkeys(_INDEX.get(item, ())))

@@ -260,7 +260,8 @@ def _arrays(dtype, shape, domain, special_values):
 
 
 def _make_base(dtype: torch.dtype, values: np.ndarray) -> torch.Tensor:
-    t = torch.from_numpy(np.ascontiguousarray(values))
+    # ascontiguousarray makes a 0-d array 1-d (numpy's documented minimum of one dim): reshape back.
+    t = torch.from_numpy(np.ascontiguousarray(values).reshape(values.shape))
     return t.to(dtype) if t.dtype != dtype else t.clone()
 
 

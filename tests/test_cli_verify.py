@@ -209,7 +209,8 @@ def test_pytest_plugin_with_xdist_mutating_graphs_and_a_contract(passes, tmp_pat
     assert "on mutating graphs, contracts: no-input-as-output" in ok.stdout
     bad = pytest_run(f"{passes}:reinplace_neg", "functional", "functional", profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]
-    assert "FAILED" in bad.stdout and "test_contracts" in bad.stdout and "4 passed" in bad.stdout
+    # the contract test fails; with issue 15's draws the find profile catches it in two more tests
+    assert re.search(r"FAILED \S*test_contracts", bad.stdout) and re.search(r"\d failed, \d passed", bad.stdout)
 
 
 SLOW = textwrap.dedent('''

@@ -57,8 +57,9 @@ def test_a_hypothesis_run_no_longer_piles_onto_the_first_rows():
     run()
     assert present[aten.abs.default] < 60, present.most_common(5)  # 105 of 200 before
     # add.Tensor (weight 5) was in 9 graphs before; 54 after the fix, 29 once scalars and returned
-    # inputs took draws of their own (engine runs are clumpy: the same run moves by a factor of 2).
-    assert present[aten.add.Tensor] >= 20 and present[aten.mul.Tensor] >= 20, (present[aten.add.Tensor],
+    # inputs took draws of their own, 15 (mul 44) with issue 15's catalog (engine runs are clumpy:
+    # the same run moves by a factor of 2).
+    assert present[aten.add.Tensor] >= 12 and present[aten.mul.Tensor] >= 12, (present[aten.add.Tensor],
                                                                                 present[aten.mul.Tensor])
 
 
@@ -67,7 +68,7 @@ def test_rows_named_resolves_rows_overloads_packets_and_names():
     assert [r.name for r in clamp] == [r.name for r in OPS if r.name.startswith("aten.clamp.")]
     assert rows_named(aten.clamp) == clamp and rows_named("clamp") == clamp
     assert rows_named(aten.add.Tensor) == rows_named("add.Tensor") == rows_named(rows_named("aten.add.Tensor")[0])
-    assert rows_named("aten.mm") == () and rows_named(aten.mm.default) == () and rows_named([1]) == ()
+    assert rows_named("aten.erfinv") == () and rows_named(aten.erfinv.default) == () and rows_named([1]) == ()
 
 
 def _log_of_exp_share(focus) -> int:
@@ -154,8 +155,9 @@ def test_what_real_passes_rewrite_is_drawn():
         counts["constant-only reaching an output"] += any(n.op == "call_function" and n in reach for n in const)
     assert counts["where"] >= 3, counts
     assert counts["two inputs returned"] >= 1, counts
-    # 9-13 graphs at seeds 0-3 (measured); 0 before constant-only subexpressions were drawn
-    assert counts["constant-only reaching an output"] >= 5, counts
+    # 2, 37, 12 and 8 graphs at seeds 0-3 with issue 15's catalog (9-13 before: its ten new step
+    # kinds draw fewer pointwise ops on constants); 0 before constant-only subexpressions were drawn
+    assert counts["constant-only reaching an output"] >= 2, counts
 
 
 def test_integer_tensors_get_float_scalars():

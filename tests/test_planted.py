@@ -7,6 +7,7 @@ trigger rates on generated graphs are measured independently in test_planted_pas
 
 from __future__ import annotations
 
+import operator
 import os
 
 import pytest
@@ -94,9 +95,8 @@ CORRECT = [
     "torch.fx:Graph.eliminate_dead_code",  # unbound Graph method returning bool
     "torch._inductor.fx_passes.post_grad:view_to_reshape",  # gm -> None
     "torch._inductor.fx_passes.post_grad:stable_topological_sort",  # Graph -> None
-    "torch.fx.passes.tools_common:legalize_graph",  # gm -> gm
     "torch._inductor.constant_folding:constant_fold",  # folds get_attr-only subgraphs
-    "torch.fx.passes.dialect.common.cse_pass:CSEPass",  # a PassBase subclass, instantiated
+    "tests.passes.correct:cse_pass_banning_random",  # a PassBase instance (CSEPass() merges random ops)
 ]
 
 
@@ -116,6 +116,35 @@ def _graph(build, *shapes):
     xs = [g.placeholder(f"x{i}") for i in range(len(shapes))]
     g.output((build(g, *xs),))
     return fx.GraphModule(torch.nn.Module(), g), tuple(torch.randn(s) for s in shapes)
+
+
+def test_found_torch_bug_cse_pass_merges_random_ops_by_default():
+    """fx.passes.dialect.common.cse_pass: ``CSEPass()`` bans nothing (``banned_ops=None`` becomes an
+    empty set, though the module lists its random ops in ``get_CSE_banned_ops()``), so two
+    ``rand_like`` calls on one tensor are merged: the graph draws once where it drew twice. Found
+    once graphs drew random ops with the generator seeded before every run (issue 15)."""
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    first, second = (g.call_function(aten.rand_like.default, (x,)) for _ in range(2))
+    g.output((second, first))
+    gm, inputs = fx.GraphModule(torch.nn.Module(), g), (torch.zeros(3),)
+    v = check("torch.fx.passes.dialect.common.cse_pass:CSEPass", gm, inputs)
+    assert [x.property for x in v.violations] == ["values"]
+    assert check("tests.passes.correct:cse_pass_banning_random", gm, inputs).ok
+
+
+def test_found_legalize_graph_reorders_random_draws():
+    """fx.passes.tools_common.legalize_graph (a topological sort) moves ``rand_like(x)`` before an
+    earlier ``native_dropout`` it does not depend on: the two draw each other's numbers from the
+    one generator. Found once graphs drew random ops (issue 15); legalize_graph was in the
+    correct-pass list before."""
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    dropped = g.call_function(aten.native_dropout.default, (g.call_function(aten.scalar_tensor.default, (0.0,)),
+                                                            0.25, True))
+    g.output((g.call_function(aten.rand_like.default, (x,)), g.call_function(operator.getitem, (dropped, 0))))
+    v = check("torch.fx.passes.tools_common:legalize_graph", fx.GraphModule(torch.nn.Module(), g), (torch.zeros(()),))
+    assert [x.property for x in v.violations] == ["values"]
 
 
 def test_found_torch_bug_reinplace_broadcasting_add():

@@ -226,8 +226,8 @@ CONDITIONS = {
            for n in case.gm.graph.nodes if n.op == "call_function"),
     "segfault": lambda case: any(t.data_ptr() == 0 for t in [
         *case.example_inputs, *(getattr(case.gm, n.target) for n in case.gm.graph.nodes if n.op == "get_attr")]),
-    "exit": lambda case: _has_target(case, {aten.expand.default, aten.unfold.default, aten.as_strided.default,
-                                            aten.diagonal.default}),
+    "exit": lambda case: _has_target(case, {aten.expand.default, aten.expand_as.default, aten.unfold.default,
+                                            aten.as_strided.default, aten.diagonal.default}),
 }
 
 

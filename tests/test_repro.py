@@ -334,3 +334,22 @@ def test_write_repro_without_target_exits_2(tmp_path):
                           check=False)
     assert done.returncode == 2, done.stderr
     assert "TARGET is not set" in done.stdout and "graph before the pass:" in done.stdout
+
+
+def test_a_repro_of_quantized_decomposed_ops_registers_them_in_a_fresh_process(tmp_path):
+    """``torch.ops.quantized_decomposed`` exists only once torch.ao's module for it is imported:
+    the script imports it, so the graph rebuilds in a process that never did."""
+    from strategies._calls import DEQUANTIZE, QUANTIZE
+
+    g = fx.Graph()
+    params = (0.125, 0, -128, 127, torch.int8)
+    q = g.call_function(QUANTIZE, (g.placeholder("x"), *params))
+    g.output(g.call_function(DEQUANTIZE, (q, *params)))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    path = write_repro(tmp_path, gm=gm, example_inputs=(torch.ones(3),), target=None,
+                       violation=Violation("values", "m"))
+    assert "import torch.ao.quantization.fx._decomposed" in path.read_text()
+    code = (f"import runpy; s = runpy.run_path({str(path)!r}, run_name='repro'); "
+            "print(s['build_graph']()(*s['make_inputs']()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "tensor([1., 1., 1.])" in out.stdout, out.stderr[-2000:]

@@ -18,7 +18,8 @@ import time
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
 
-from strategies import Focus, graphs
+from strategies import SIZES, Focus, graphs
+
 
 from .. import report as _report
 from .._errors import HarnessError, UsageError
@@ -127,7 +128,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            signature: str | None = None, settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
-           specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None,
+           specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
@@ -152,6 +153,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             which is faster where only the verdict matters).
         focus: "auto" (find the ops and constants the pass acts on, and draw those far more often),
             "none" (the plain generator), or ops ("aten.log,aten.exp" or a list).
+        sizes: "small" (tensors of at most 2048 elements: fast, and what failures shrink to) or
+            "large" (a third of leaves hold 4096-65536 elements, a third of matmul dims are 65-256:
+            past the size thresholds of real rewrites; the fp64 reference keeps long sums' rounding
+            from being flagged).
         seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
@@ -267,6 +272,8 @@ def _options(args: dict) -> dict:
         raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
     if not isinstance(args["workers"], int) or args["workers"] < 1:
         raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
+    if args["sizes"] not in SIZES:
+        raise UsageError(f"sizes={args['sizes']!r}, but should be one of {', '.join(SIZES)}")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
     device = args["device"]
@@ -277,7 +284,7 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["preserve"] = list(args["preserve"] or ())
@@ -326,7 +333,7 @@ class _Stream:
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found):
     strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
-                      constants=opts["constants"], focus=focus)
+                      constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True)
 
     def run_one(case) -> Verdict:
         if not isolate:

@@ -32,12 +32,13 @@ import types
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings, seed as hseed
+from hypothesis.errors import Unsatisfiable
 
 import hypothesis
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
 
-from ..adapters import clone_inputs, grad_mode_restored
+from ..adapters import clone_inputs, graph_run
 from ..changes import what_changed
 from ..verify import ExampleTimeout, deadline
 from .isolate import ChildDied, can_isolate, run_forked
@@ -288,7 +289,10 @@ def _draw_cases(strategy, n: int, seed_value: int) -> list:
     def collect(case):
         cases.append(case)
 
-    collect()
+    try:
+        collect()
+    except Unsatisfiable:  # an op no small graph can hold: no probes, the search still draws it
+        pass
     return cases
 
 
@@ -305,7 +309,12 @@ def probe_cases(mutations: bool) -> tuple:
     for i, row in enumerate(OPS):
         if row.category == "inplace" and not mutations:
             continue
-        strategy = graphs(ops=[row], min_nodes=1, max_nodes=1, max_inputs=2, mutations=row.category == "inplace",
+        # One op (and a getitem per result of a multi-result op); ops drawn whole (matmul,
+        # attention) get room for their operands.
+        results = row.overload._schema.returns
+        nodes = 1 + (len(results) if len(results) > 1 or str(results[0].type).endswith("[]") else 0)
+        strategy = graphs(ops=[row], min_nodes=1, max_nodes=nodes, max_inputs=4 if row.draws_whole_call else 2,
+                          mutations=row.category == "inplace", random=row.category == "random",
                           special_values=False, constants=False)
         out.append((row, tuple(_draw_cases(strategy, _PROBES_PER_OP, i))))
     return tuple(out)
@@ -315,7 +324,7 @@ def _acts(put, case, timeout) -> bool:
     """Whether the pass changes ``case``'s graph by more than removing dead code (drawn graphs
     carry dead nodes, and a pass that ends with a clean-up removes them wherever it runs)."""
     try:
-        with grad_mode_restored(), deadline(timeout):
+        with graph_run(), deadline(timeout):
             applied = put.apply(case.gm, clone_inputs(case.example_inputs))
         n, dead_code_only = what_changed(case.gm, applied.gm)
         return n > 0 and not dead_code_only

@@ -62,7 +62,7 @@ def test_lowered_mutating_graphs_equal_the_originals():
 # tests/test_pointwise_table.py explains. Where eager's vectorized and scalar kernels disagree
 # (fmod by a subnormal), the oracle accepts either.
 SPECIALS = "relaxed"
-SPECIAL_ROWS = [row for row in OPS if row.category != "inplace"]
+SPECIAL_ROWS = [row for row in OPS if row.category not in ("inplace", "random")]
 
 
 @settings(deadline=None)
@@ -102,7 +102,8 @@ def _resized(t: torch.Tensor, sizes: dict) -> torch.Tensor:
 def test_one_dynamic_lowering_serves_every_size(case, factors):
     lowered = lower_pointwise(case.gm, case.example_inputs, dynamic=True)
     kernels = len(_runtime._FUNCTIONS)
-    extents = sorted({s for t in case.example_inputs for s in t.shape if s != 1})
+    # Empty dims stay empty: grown, they would hold values no draw put in the ops' domains (0 as a divisor).
+    extents = sorted({s for t in case.example_inputs for s in t.shape if s not in (0, 1)})
     for factor in factors:
         sizes = {s: s * factor + 1 for s in extents}
         inputs = tuple(_resized(t, sizes) for t in case.example_inputs)

@@ -163,7 +163,7 @@ class _Codegen:
 def _common_dtype(row, kind, args: dict, info: dict) -> torch.dtype:
     present = [args[n] for n in row.promote if args.get(n) is not None]
     if kind == SELF:
-        return info[args["self"]].dtype
+        return info[args[row.promote[0]]].dtype
     fakes = [torch.empty(info[a].shape, dtype=info[a].dtype, device="meta") if isinstance(a, fx.Node) else a
              for a in present]
     common, _ = elementwise_dtypes(*fakes, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH)

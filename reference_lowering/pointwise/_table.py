@@ -216,6 +216,7 @@ TRITON: dict = {
     aten.bitwise_not.default: _unary(lambda o: f"({o.self} == 0)" if o.dtype == torch.bool else f"~{o.self}"),
     aten.clone.default: _unary(lambda o: o.self, SELF, unsupported=_clone_unsupported),  # a copy: the kernel's store
     aten._to_copy.default: _unary(lambda o: o.self, SELF, unsupported=_to_copy_unsupported),  # the cast is the store's
+    torch.ops.prims.convert_element_type.default: Row(("a",), SELF, lambda o: o.a),  # decompositions' cast
     # ---- binary arithmetic (alpha scales the second operand) -------------------------------------
     aten.add.Tensor: _binary(lambda o: f"{o.self} + {_alpha(o, o.other)}"),
     aten.add.Scalar: _binary(lambda o: f"{o.self} + {_alpha(o, o.other)}"),

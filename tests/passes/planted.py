@@ -802,7 +802,8 @@ def fingerprint_tensors(gm: fx.GraphModule, sample_inputs) -> fx.GraphModule:
     return gm
 
 
-_UNSUPPORTED = frozenset({aten.expand.default, aten.unfold.default, aten.as_strided.default, aten.diagonal.default})
+_UNSUPPORTED = frozenset({aten.expand.default, aten.expand_as.default, aten.unfold.default, aten.as_strided.default,
+                          aten.diagonal.default})
 
 
 def reject_unsupported_views(gm: fx.GraphModule) -> fx.GraphModule:
@@ -811,7 +812,7 @@ def reject_unsupported_views(gm: fx.GraphModule) -> fx.GraphModule:
     Tries to: refuse graphs with views the backend cannot express (stride-0 broadcasts,
     overlapping windows, arbitrary strides).
     Models: a pass (or the native library under it) that exits the process instead of raising.
-    Flaw: ``os._exit(3)`` on an ``expand``/``unfold``/``as_strided``/``diagonal`` node, so the
+    Flaw: ``os._exit(3)`` on an ``expand``(``_as``)/``unfold``/``as_strided``/``diagonal`` node, so the
     caller gets no exception, no cleanup and exit status 3.
     """
     for node in gm.graph.nodes:

@@ -1,0 +1,180 @@
+"""Issue 15's machinery: chains, multi-result ops, random ops and the generator state, sizes.
+
+(The catalog's rows are checked by tests/test_catalog.py and tests/test_strategies.py: each runs
+in eager for each dtype it lists, each is reachable, every draw is deterministic.)
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx as fx
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from conformance import UsageError, check, verify
+from strategies import CHAINS, RNG_SEED, InvalidArgument, graphs
+from tests._debug import find_any
+from tests.passes.op_families import addmm_dropping_beta, split_mm_reduction
+
+aten = torch.ops.aten
+
+
+def _targets(case):
+    return [n.target for n in case.gm.graph.nodes if n.op == "call_function"]
+
+
+# --- chains and multi-result ops --------------------------------------------------------------------
+
+
+SIGNATURES = {
+    "linear": lambda t: aten.t.default in t and (aten.addmm.default in t or aten.mm.default in t),
+    "rms_norm": lambda t: aten.rsqrt.default in t and aten.mean.dim in t and aten.pow.Tensor_Scalar in t,
+    "empty_write": lambda t: aten.empty.memory_format in t,
+}
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids=lambda c: c.name)
+def test_every_chain_is_reachable(chain):
+    strategy = graphs(ops=None, mutations=True, max_nodes=12)
+    find_any(strategy, lambda case: SIGNATURES[chain.name](_targets(case)), max_examples=2000)
+
+
+def test_a_multi_result_op_is_read_through_getitem_with_one_fake_per_result():
+    def has_layer_norm(case):
+        return aten.native_layer_norm.default in _targets(case)
+
+    case = find_any(graphs(ops=["aten.native_layer_norm"], max_nodes=4), has_layer_norm, max_examples=200)
+    node = next(n for n in case.gm.graph.nodes if n.target is aten.native_layer_norm.default)
+    assert isinstance(node.meta["val"], tuple) and len(node.meta["val"]) == 3
+    items = [u for u in node.users if u.target is operator.getitem]
+    assert any(u.args[1] == 0 for u in items)
+    for u in items:
+        assert u.meta["val"].shape == node.meta["val"][u.args[1]].shape
+
+
+def test_empty_is_always_written_whole_before_it_is_read():
+    @settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(graphs(mutations=True))
+    def run(case):
+        for node in case.gm.graph.nodes:
+            if node.target is aten.empty.memory_format:
+                first_user = min(node.users, key=lambda u: list(case.gm.graph.nodes).index(u))
+                assert first_user.target in (aten.copy_.default, aten.fill_.Scalar), case
+                assert first_user.args[0] is node
+
+    run()
+
+
+# --- random ops -------------------------------------------------------------------------------------------
+
+
+def test_random_graphs_draw_the_same_values_on_every_seeded_run_and_leave_the_callers_generator():
+    torch.manual_seed(1234)
+    before = torch.random.get_rng_state()
+
+    @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(graphs(ops=["aten.rand_like", "aten.native_dropout", "aten.add.Tensor", "aten.mul.Tensor"], random=True))
+    def run(case):
+        outs = []
+        for _ in range(2):
+            torch.manual_seed(RNG_SEED)
+            outs.append(case.gm(*case.fresh_inputs()))
+        for a, b in zip(*outs):
+            assert torch.equal(a.nan_to_num(), b.nan_to_num())
+
+    state = torch.random.get_rng_state()
+    run()
+    assert torch.equal(before, state)  # the runs above seeded the generator; drawing itself does not touch it
+
+
+def test_random_ops_need_random_true():
+    with pytest.raises(InvalidArgument, match="random=True"):
+        graphs(ops=["aten.rand_like"])
+    assert not any(aten.rand_like.default in _targets(c) for c in _cases(graphs(), 100))
+
+
+def _cases(strategy, n):
+    out = []
+
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(strategy)
+    def run(case):
+        out.append(case)
+
+    run()
+    return out
+
+
+def _two_draws():
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    a = g.call_function(aten.rand_like.default, (x,))
+    b = g.call_function(aten.rand_like.default, (x,))
+    g.output((g.call_function(aten.sub.Tensor, (a, b)),))
+    return fx.GraphModule(torch.nn.Module(), g), (torch.zeros(4),)
+
+
+def swap_the_draws(gm):
+    """Reorders two random draws (a scheduler that thinks random ops commute)."""
+    nodes = [n for n in gm.graph.nodes if n.target is aten.rand_like.default]
+    if len(nodes) == 2:
+        nodes[0].prepend(nodes[1])  # nodes[1] now comes first: it draws the first numbers
+    gm.recompile()
+    return gm
+
+
+def drop_a_draw(gm):
+    """Reuses the first draw for the second (CSE of random ops)."""
+    nodes = [n for n in gm.graph.nodes if n.target is aten.rand_like.default]
+    if len(nodes) == 2:
+        nodes[1].replace_all_uses_with(nodes[0])
+        gm.graph.erase_node(nodes[1])
+    gm.recompile()
+    return gm
+
+
+@pytest.mark.parametrize("bad", [swap_the_draws, drop_a_draw])
+def test_a_pass_that_reorders_or_drops_a_draw_is_caught(bad):
+    gm, inputs = _two_draws()
+    verdict = check(bad, gm, inputs)
+    assert [v.property for v in verdict.violations] == ["values"]
+    assert check(lambda g: g, gm, inputs).ok
+
+
+# --- sizes ----------------------------------------------------------------------------------------------------
+
+
+def test_large_sizes_draw_tensors_of_4096_to_65536_elements_and_wide_matmuls():
+    cases = _cases(graphs(sizes="large", ops=["aten.mm", "aten.add.Tensor", "aten.relu"]), 40)
+    numels = [t.numel() for c in cases for t in c.example_inputs]
+    assert any(4096 <= n <= 65536 for n in numels)
+    dims = [d for c in cases for n in c.gm.graph.nodes if n.target is aten.mm.default for d in n.meta["val"].shape]
+    assert any(d > 64 for d in dims)
+    assert all(t.numel() <= 2048 for c in _cases(graphs(), 40) for t in c.example_inputs)
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(InvalidArgument, match="sizes='huge'"):
+        graphs(sizes="huge")
+    with pytest.raises(UsageError, match="sizes='huge'"):
+        verify(lambda gm: gm, sizes="huge", max_examples=1, repro_dir=None)
+
+
+def test_large_sizes_pass_a_reassociated_matmul_and_catch_a_dropped_beta():
+    """A k-sum split in two halves only moves rounding: the fp64 reference keeps it from being
+    flagged even with k in the hundreds. Dropping addmm's beta changes the math: caught."""
+    split = verify(split_mm_reduction, sizes="large", seed=0, max_examples=60, repro_dir=None, shrink=False,
+                   focus="aten.mm.default", special_values=False)
+    assert split.ok, [v.message for v in split.violations]
+    assert split.changed >= 5
+    dropped = verify(addmm_dropping_beta, sizes="large", seed=0, max_examples=200, repro_dir=None, shrink=False,
+                     focus="aten.addmm.default")
+    assert not dropped.ok and dropped.violations[0].property == "values"
