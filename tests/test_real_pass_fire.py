@@ -44,7 +44,7 @@ FIRED_AT_M = {
     ("post_grad.remove_noop_ops", "mutating"): 27,
     ("fx.CSEPass", "mutating"): 15,  # CSE across a mutation (its docstring: unsafe on non-functional graphs)
     ("functorch.fx_graph_cse", "mutating"): 1,
-    ("fx.reinplace", "mutating"): 29,  # the broadcasting bug again
+    ("fx.reinplace", "mutating"): 1,  # of 5: a violation stops the search early (29 of 40 with other draws)
     ("export.replace_set_grad_with_hop", "mutating"): 1,  # _set_grad_enabled is only drawn in mutating graphs
 }
 
