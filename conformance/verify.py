@@ -302,7 +302,7 @@ class _Run:
         return f"{message}\n  ({hint})"
 
     def _aliasing(self, exp_flat, exp_in, act_flat, act_in, after):
-        want = alias_map(exp_flat, exp_in, tensor_constants(self.gm))
+        want = alias_map(exp_flat, exp_in, self.exp_constants)  # the constants the original ran with (a snapshot)
         got = alias_map(act_flat, act_in, tensor_constants(after))
         for i, (g, w) in enumerate(zip(got, want)):
             # Outputs may come to share storage with each other: CSE of duplicate results does that

@@ -427,19 +427,40 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
 
 
 def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:
-    """The row's keyword arguments not already drawn, each optional one half the time."""
+    """The row's keyword arguments not already drawn, each optional one half the time, and then
+    never its schema default (``alpha=1`` is what leaving it out means: a draw of it would be one
+    fewer graph with a real ``alpha``, and a pass that drops ``alpha`` goes unseen there)."""
     inplace = spec.category == C.INPLACE
     floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
     for kw in spec.kwargs:
         if kw.name in kwargs or (not kw.required and flag(draw) is False):
             continue
-        if kw.values == C.SCALAR:
-            kwargs[kw.name] = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
-        elif kw.values == C.DTYPE:
-            kwargs[kw.name] = draw(ctx.dtypes)
-        else:
-            kwargs[kw.name] = choose(draw, kw.values)
+        default = None if kw.required else _schema_default(spec.overload, kw.name)
+        for _ in range(3):
+            if kw.values == C.SCALAR:
+                value = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
+            elif kw.values == C.DTYPE:
+                value = draw(ctx.dtypes)
+            else:
+                value = choose(draw, kw.values)
+            if default is None or not _equals(value, default):
+                kwargs[kw.name] = value
+                break
     return kwargs
+
+
+def _schema_default(overload, name):
+    for arg in overload._schema.arguments:
+        if arg.name == name and arg.has_default_value() and arg.default_value is not None:
+            return arg.default_value
+    return None
+
+
+def _equals(value, default) -> bool:
+    try:
+        return type(value) is not bool and value == default and not (isinstance(value, float) and math.isnan(value))
+    except Exception:  # noqa: BLE001 - a dtype against a number, say
+        return False
 
 
 def _cat_args(draw, ctx, spec):

@@ -178,6 +178,10 @@ class GraphBuilder:
         self_value = args[0]
         if not writable(self_value, metadata=spec.mutates_metadata):
             raise StepRejected("target is a constant or has overlapping memory")
+        if spec.draws_whole_call and self_value.tensor.numel() == 0:
+            # eager's overlap check refuses scatter_(x, ..., x) on an empty x but not through a
+            # view of x, so removing a no-op view would look like a bug of the pass
+            raise StepRejected("an empty write target")
         for other in _flat_values(args[1:]):
             if _shares_storage(other.tensor, self_value.tensor) and (
                     spec.draws_whole_call or not _same_geometry(other.tensor, self_value.tensor)):

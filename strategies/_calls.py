@@ -233,8 +233,11 @@ def rule_group_norm(draw, ctx, spec):
     hw = math.prod(x.tensor.shape[2:])
     dt = _dtype(x)
     group = choose(draw, [g for g in range(1, c + 1) if c % g == 0])
-    return (x, _optional(draw, ctx, (c,), dt), _optional(draw, ctx, (c,), dt), n, c, hw, group,
-            choose(draw, _EPS)), {}
+    weight, bias = _optional(draw, ctx, (c,), dt), _optional(draw, ctx, (c,), dt)
+    if any(v is not None and not v.tensor.is_contiguous() for v in (weight, bias)):
+        # eager's CPU kernel reads them as contiguous, past their storage (docs/torch-facts.md 8)
+        raise StepRejected("native_group_norm reads a strided weight or bias wrongly")
+    return (x, weight, bias, n, c, hw, group, choose(draw, _EPS)), {}
 
 
 # --- attention ----------------------------------------------------------------------------------------
@@ -259,6 +262,10 @@ def rule_sdpa(draw, ctx, spec):
     elif kind == "bool":
         mask = _exact(draw, ctx, (length, s), torch.bool)
     causal = mask is None and flag(draw)
+    if flash and any(t is not None and t.tensor.dim() and t.tensor.shape[-1] > 1 and t.tensor.stride(-1) != 1
+                     for t in (q, k, v, mask)):
+        # the CPU flash kernel reads the last dim as if its stride were 1 (docs/torch-facts.md 8)
+        raise StepRejected("the CPU flash attention needs a unit stride in the last dim")
     kwargs = {}
     if flag(draw):
         kwargs["scale"] = choose(draw, (0.5, 0.125, 1.0))

@@ -355,7 +355,7 @@ def _outputs(draw, b: GraphBuilder) -> None:
     # Outputs depend on an input: a value computed from constants alone is what constant folding
     # exists to fold, and returning one (or a view of a buffer) is not what real graphs do.
     live = _input_dependent(b)
-    calls = [v for v in b.values if v.call is not None and v.node in live]
+    calls = [v for v in b.values if v.node.op == "call_function" and v.node in live]  # getitems included
     placeholders = [v for v in b.values if v.node.op == "placeholder"]
     if not calls and not placeholders:
         reject()
@@ -375,9 +375,9 @@ def _outputs(draw, b: GraphBuilder) -> None:
 
 def _input_dependent(b: GraphBuilder) -> set:
     live = set()
-    for v in b.values:
-        if v.node.op == "placeholder" or any(a in live for a in v.node.all_input_nodes):
-            live.add(v.node)
+    for node in b.graph.nodes:  # every node: a multi-result op is no Value, its getitems are
+        if node.op == "placeholder" or any(a in live for a in node.all_input_nodes):
+            live.add(node)
     return live
 
 

@@ -267,9 +267,14 @@ def _make_base(dtype: torch.dtype, values: np.ndarray) -> torch.Tensor:
 
 def tensor_with_layout(draw, dtype: torch.dtype, shape: tuple, domain: str = C.ANY_VALUE, *,
                        special_values: bool = False, noncontiguous: bool = True):
-    """Draw ``(tensor, base, layout)``; ``layout.apply(base.clone())`` rebuilds an identical tensor."""
+    """Draw ``(tensor, base, layout)``; ``layout.apply(base.clone())`` rebuilds an identical tensor.
+
+    With ``special_values``, half the tensors hold them (about half their elements) and half hold
+    ordinary values: where every operand holds a NaN or an infinity, a matmul or a reduction turns
+    all of its output into NaN, and a changed value is then invisible behind it."""
     layout = draw_layout(draw, shape) if noncontiguous else Layout()
     base_shape = layout.base_shape(tuple(shape))
+    special_values = special_values and dtype.is_floating_point and flag(draw)
     values = draw(_arrays(dtype, base_shape, domain, special_values))
     base = _make_base(dtype, values)
     return layout.apply(base.clone()), base, layout

@@ -62,7 +62,7 @@ def test_seed_graphs_are_embedded_in_drawn_context_with_fresh_values():
             inputs.update(float(t.flatten()[0]) for t in case.example_inputs if t.dtype == torch.float32 and t.numel())
 
     run()
-    assert seen["mm"] >= 15, seen  # mm is not in the catalog: only the seed brings it
+    assert seen["mm"] >= 10, seen  # 12 of 60 (mm is in the catalog since issue 15, and drawn rarely unfocused)
     assert seen["with other ops"] >= 5, seen
     assert len(inputs) >= 5  # values are drawn fresh, not the example's
 

@@ -466,3 +466,16 @@ def test_least_precise_counts_what_the_reference_computes_more_exactly():
     assert least_precise(out[0], dtypes) == torch.float16  # exp ran in f16 in eager, f64 in the reference
     assert least_precise(out[1], dtypes) is None
     assert least_precise(out[2], dtypes) is None  # an explicit cast rounds in the reference too
+
+
+def test_an_output_viewing_a_constant_is_judged_against_the_constants_the_original_ran_with():
+    """The original runs on a snapshot of its constants; its outputs' aliasing is read against
+    that snapshot. (It was read against the caller's constants, so an output viewing a constant
+    seemed to alias nothing, and the identity pass was flagged for aliasing one: found once the
+    generator drew expand_as of a constant, issue 15.)"""
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    g.output((g.call_function(torch.ops.aten.expand_as.default, (g.get_attr("c0"), x)),))
+    root = torch.nn.Module()
+    root.register_buffer("c0", torch.ones(1))
+    assert check(lambda m: m, fx.GraphModule(root, g), (torch.zeros(3),)).ok
