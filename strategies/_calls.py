@@ -517,7 +517,6 @@ class Chain:
     category: str
     emit: object  # (draw, ctx, rows) -> Value, the chain's last result
     overloads: tuple  # what it emits (a chain is drawn only where ops= allows all of them)
-    mutates: bool = False  # writes in place: drawn only with mutations=True
 
     def __repr__(self) -> str:
         return f"Chain({self.name})"
@@ -608,7 +607,7 @@ CHAINS = (
           (aten._to_copy.default, aten.pow.Tensor_Scalar, aten.mean.dim, aten.add.Tensor, aten.rsqrt.default,
            aten.mul.Tensor)),
     Chain("empty_write", C.FACTORY, chain_empty_write,
-          (aten.empty.memory_format, aten.fill_.Scalar, aten.copy_.default), mutates=True),
+          (aten.empty.memory_format, aten.fill_.Scalar, aten.copy_.default)),
 )
 
 
