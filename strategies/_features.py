@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 
 from . import _catalog as C
-from ._builder import set_grad_enabled, storage_key
+from ._builder import RNG_SEED, set_grad_enabled, storage_key
 from ._ops import OPS
 
 FEATURES = (
@@ -93,7 +93,10 @@ def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
         found.add("constant")
 
     rec = _Recorder(gm)
-    with torch.no_grad():  # on exit it restores the caller's grad mode, whatever the graph set
+    # on exit no_grad restores the caller's grad mode, whatever the graph set; random ops draw
+    # what they drew while the graph was built, and the caller's generator is left as it was
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RNG_SEED)
         rec.run(*inputs)
     stores = {n: rec.record.get(n, (None, None))[0] for n in nodes}
     input_stores = {stores[n] for n in placeholders} - {None}

@@ -59,9 +59,13 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
                 n.meta["val"] = views.fake_of(out)
             return out
 
+    from ._builder import RNG_SEED
+
     grad = torch.is_grad_enabled()
-    try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it
-        _Record(gm).run(*example_inputs)
+    try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it; random ops
+        with torch.random.fork_rng(devices=[]):  # draw from RNG_SEED's state, not the caller's
+            torch.manual_seed(RNG_SEED)
+            _Record(gm).run(*example_inputs)
     finally:
         torch._C._set_grad_enabled(grad)
     return gm
