@@ -151,7 +151,7 @@ def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target, m
         raise StepRejected("no room for another input and constants are off")
     kind = choose(draw, kinds)
     if len(dtypes_ok) == 1:
-        dtype = next(iter(dtypes_ok))  # a mask (where's condition) is bool whatever the graph's dtypes
+        dtype = next(iter(dtypes_ok))  # a mask is bool, a matmul's second operand the first's dtype, ...
     elif like is not None and flag(draw) is False:
         dtype = like.tensor.dtype  # same dtype first: mixing is the exception
     else:

@@ -60,6 +60,7 @@ class GraphBuilder:
     _by_node: dict = field(default_factory=dict)
     _views: FakeViews | None = None
     _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
+    _pending_rng: torch.Tensor | None = None  # the state after the random op being added, until it is
 
     # --- leaves --------------------------------------------------------------------------------
     def add_input(self, base: torch.Tensor, layout: Layout) -> Value:
