@@ -93,8 +93,8 @@ class _Config:
             if focus_rows else ()
         self.focus_rows = Weighted(focus_rows, [1] * len(focus_rows)) if focus_rows else None
         self.large = large
-        self.kinds = _step_kinds(rows, mutations, False)
-        self.region_kinds = _step_kinds(rows, mutations, True)
+        self.kinds = _step_kinds(rows, chains, mutations, False)
+        self.region_kinds = _step_kinds(rows, chains, mutations, True)
         self.by_category = op_tables(rows, chains)
 
     def __repr__(self) -> str:
@@ -120,8 +120,8 @@ def _chains(rows: tuple) -> tuple:
     return tuple(ch for ch in CHAINS if all(o in overloads for o in ch.overloads))
 
 
-def _step_kinds(rows: tuple, mutations: bool, in_region: bool) -> Weighted:
-    present = {row.category for row in rows}
+def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool) -> Weighted:
+    present = {row.category for row in rows} | {ch.category for ch in chains}  # a chain's kind may have no row
     kinds = [(kind, weight) for kind, weight in _STEP_WEIGHTS
              if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region)]
     return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
