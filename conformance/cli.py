@@ -33,6 +33,7 @@ def _verify(args) -> int:
     from . import UsageError, verify
     from ._console import ConsoleReporter
 
+    _freeze_heap()
     try:
         result = verify(args.target, max_examples=args.max_examples, seed=args.seed, graphs=args.graphs,
                         special_values=not args.no_special_values, constants=not args.no_constants,
@@ -51,6 +52,17 @@ def _verify(args) -> int:
     if result.interrupted:
         return 130
     return VACUOUS_EXIT if result.vacuous and not args.allow_vacuous else 0
+
+
+def _freeze_heap() -> None:
+    """Move what the imports built (torch's modules, op tables: most of the heap) out of the
+    garbage collector's reach: a full collection walks every tracked object, and a verify run draws,
+    copies and discards thousands of graphs. Measured (2-core AMD EPYC): a 200-example verify of the
+    identity pass took 3.7 s instead of 4.2 s (docs/search-measurements.md)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 _PROVE_EXIT = {"proved": 0, "refuted": 1, "unknown": 3}

@@ -58,6 +58,8 @@ class GraphBuilder:
     max_nodes: int = 64
     max_numel: int = MAX_NUMEL
     _by_node: dict = field(default_factory=dict)
+    # {node: (storage_key, shape)} as each node ran, every tensor alive: graph_features' record
+    record: dict = field(default_factory=dict)
     _views: FakeViews | None = None
     _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
     _pending_rng: torch.Tensor | None = None  # the state after the random op being added, until it is
@@ -84,6 +86,7 @@ class GraphBuilder:
 
     def _add(self, value: Value) -> Value:
         value.node.meta["val"] = self.fake_of(value.tensor)
+        self.record[value.node] = (storage_key(value.tensor), tuple(value.tensor.shape))
         self.values.append(value)
         self._by_node[value.node] = value
         return value
@@ -143,6 +146,7 @@ class GraphBuilder:
         assert self.values[-1] is value and not value.node.users
         self.values.pop()
         del self._by_node[value.node]
+        del self.record[value.node]
         self.graph.erase_node(value.node)
         self.n_calls -= 1
 
@@ -166,7 +170,7 @@ class GraphBuilder:
         saved = torch.random.get_rng_state()
         try:
             if self._rng is None:
-                torch.manual_seed(RNG_SEED)
+                torch.default_generator.manual_seed(RNG_SEED)  # torch.manual_seed seeds every device
             else:
                 torch.random.set_rng_state(self._rng)
             out = _run(target, args, kwargs)

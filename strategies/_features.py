@@ -65,7 +65,8 @@ def _has_special(t: torch.Tensor) -> bool:
 
 class _Recorder(fx.Interpreter):
     def __init__(self, gm):
-        super().__init__(gm)
+        # every value is kept alive: a freed tensor's storage address could come back for a later one
+        super().__init__(gm, garbage_collect_values=False)
         self.record: dict = {}
 
     def run_node(self, n):
@@ -75,10 +76,12 @@ class _Recorder(fx.Interpreter):
         return out
 
 
-def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
+def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> frozenset:
     """The feature names (``strategies.FEATURES``) present in ``gm`` run on ``inputs``.
 
-    ``inputs`` are consumed: the graph may mutate them.
+    ``inputs`` are consumed: the graph may mutate them. ``record``: what a run of ``gm`` on
+    ``inputs`` gave, ``{node: (storage_key, shape)}`` for every node with a tensor result, all of
+    them alive together (the builder's, which ran every node as it was drawn); else ``gm`` is run.
     """
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
@@ -92,13 +95,15 @@ def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
     if constants:
         found.add("constant")
 
-    rec = _Recorder(gm)
-    # on exit no_grad restores the caller's grad mode, whatever the graph set; random ops draw
-    # what they drew while the graph was built, and the caller's generator is left as it was
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RNG_SEED)
-        rec.run(*inputs)
-    stores = {n: rec.record.get(n, (None, None))[0] for n in nodes}
+    if record is None:
+        rec = _Recorder(gm)
+        # on exit no_grad restores the caller's grad mode, whatever the graph set; random ops draw
+        # what they drew while the graph was built, and the caller's generator is left as it was
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(RNG_SEED)  # CPU only: torch.manual_seed seeds every device
+            rec.run(*inputs)
+        record = rec.record
+    stores = {n: record.get(n, (None, None))[0] for n in nodes}
     input_stores = {stores[n] for n in placeholders} - {None}
     const_stores = {stores[n] for n in constants} - {None}
 
@@ -129,8 +134,8 @@ def graph_features(gm: fx.GraphModule, inputs) -> frozenset:
         if _scalar_operand(n):
             found.add("scalar-arg")
         if _is_pointwise(t):
-            out_shape = rec.record.get(n, (None, None))[1]
-            if any(rec.record.get(a, (None, None))[1] not in (None, out_shape)
+            out_shape = record.get(n, (None, None))[1]
+            if any(record.get(a, (None, None))[1] not in (None, out_shape)
                    for a in n.all_input_nodes):
                 found.add("broadcast")
         mutating = is_mutating(t)

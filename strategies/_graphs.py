@@ -10,6 +10,7 @@ first row of their category, so a failing graph shrinks to a handful of nodes.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -251,10 +252,14 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
         # the shrinker can delete or simplify steps one at a time); a rejected step is retried.
         # The larger of two draws: Hypothesis favours the lower bound, and one-node graphs find little.
         target = max(draw(integers(cfg.min_nodes, cfg.max_nodes)), draw(integers(cfg.min_nodes, cfg.max_nodes)))
-        for _ in range(2 * target):
-            if builder.n_calls >= target:
-                break
-            draw(_step(ctx, cfg))
+        outer, _CURRENT.step = getattr(_CURRENT, "step", None), (ctx, cfg)
+        try:
+            for _ in range(2 * target):
+                if builder.n_calls >= target:
+                    break
+                draw(_STEP)
+        finally:
+            _CURRENT.step = outer
         if builder.n_calls < cfg.min_nodes:
             reject()
         draw(_outputs(builder))
@@ -263,12 +268,18 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     gm = builder.graph_module()
     gm.graph.lint()
     recipes = tuple(builder.recipes)
-    return GraphCase(gm, _rebuild(recipes), graph_features(gm, _rebuild(recipes)), recipes)
+    return GraphCase(gm, _rebuild(recipes), graph_features(gm, _rebuild(recipes), builder.record), recipes)
 
 
 @st.composite
-def _step(draw, ctx: DrawContext, cfg: _Config) -> None:
-    _do_step(draw, ctx, cfg)
+def _step(draw) -> None:
+    _do_step(draw, *_CURRENT.step)
+
+
+# One step strategy for every draw, reading the graph being drawn from _CURRENT: a strategy made
+# per step was validated anew each time (a tenth of the draw rate). Its span label is the same.
+_STEP = _step()
+_CURRENT = threading.local()
 
 
 def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> None:

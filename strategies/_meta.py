@@ -64,7 +64,7 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
     grad = torch.is_grad_enabled()
     try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it; random ops
         with torch.random.fork_rng(devices=[]):  # draw from RNG_SEED's state, not the caller's
-            torch.manual_seed(RNG_SEED)
+            torch.default_generator.manual_seed(RNG_SEED)  # torch.manual_seed seeds every device
             _Record(gm).run(*example_inputs)
     finally:
         torch._C._set_grad_enabled(grad)

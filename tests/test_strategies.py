@@ -133,6 +133,13 @@ def _graph(build, inputs):
     return S.graph_features(fx.GraphModule(torch.nn.Module(), g), inputs)
 
 
+@settings(max_examples=60)
+@given(graphs(mutations=True, special_values=True))
+def test_features_read_off_the_builders_run_are_those_a_fresh_run_measures(case):
+    # the drawn case's features come from the builder's record (every node ran as it was drawn)
+    assert case.features == S.graph_features(case.gm, case.fresh_inputs())
+
+
 def test_view_mutation_feature_detects_a_write_through_a_view_read_later():
     def build(g):
         x = g.placeholder("x")
