@@ -295,6 +295,40 @@ def test_focus_rows_do_not_depend_on_the_order_discovery_found_them():
     assert list(static_triggers(by_set).ops) == sorted(static_triggers(by_set).ops)
 
 
+@pytest.mark.parametrize("plain, focused, weak", [(3, 0, True), (1, 0, True), (0, 0, False), (5, 1, True),
+                                                   (4, 1, False), (6, 6, False), (0, 4, False)])
+def test_plain_did_better(plain, focused, weak):
+    assert triggers._plain_did_better(plain, focused) is weak
+
+
+def test_a_focus_on_random_ops_is_weighed_and_weak_where_it_never_made_the_pass_act(tmp_path, monkeypatch):
+    """functorch's CSE names the random ops it must not merge: discovery focuses on them, and its
+    payoff draws had no random ops allowed (so discovery failed and silently kept the focus whole).
+    Now they are weighed: focused graphs made it act on none, plain ones on some."""
+    from tests.real_passes import REAL_PASSES
+
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    found = discover(load_pass(REAL_PASSES["functorch.fx_graph_cse"]), mutations=False)
+    assert {"aten.rand_like", "aten.native_dropout"} <= {name for name, _ in found.ops}
+    plain, focused, n = found.payoff
+    assert focused == 0 < plain and found.share == triggers.WEAK_SHARE
+
+
+def test_a_failure_of_discovery_itself_is_an_error_not_a_silent_empty_result(tmp_path, monkeypatch):
+    from conformance import HarnessError
+
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+
+    def broken_graphs(**kwargs):
+        raise RuntimeError("planted: the generator refused")
+
+    monkeypatch.setattr(triggers, "graphs", broken_graphs)  # probe graphs are drawn first, in the parent
+    monkeypatch.setattr(triggers, "probe_cases", lambda mutations: ())
+    monkeypatch.setattr(triggers, "plain_cases", lambda mutations: ())
+    with pytest.raises(HarnessError, match="trigger discovery failed: .*planted: the generator refused"):
+        discover(load_pass(log_of_exp), mutations=False)
+
+
 def test_a_focus_that_makes_the_pass_act_less_keeps_a_quarter_of_the_graphs(tmp_path, monkeypatch):
     """CSE names clone and _to_copy in its code (what it never merges), and focused graphs made it
     act on fewer graphs than plain ones: the focus keeps a quarter of the graphs, and says why.

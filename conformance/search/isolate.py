@@ -22,9 +22,10 @@ from .._errors import UsageError
 class ChildDied(Exception):
     """The child did not return a result: ``reason`` says how it ended (signal, exit code, timeout)."""
 
-    def __init__(self, reason: str, timed_out: bool = False):
+    def __init__(self, reason: str, timed_out: bool = False, raised: bool = False):
         super().__init__(reason)
         self.reason, self.timed_out = reason, timed_out
+        self.raised = raised  # the child raised a Python exception (and reported it) rather than dying
 
 
 def can_isolate() -> bool:
@@ -93,7 +94,7 @@ def run_forked(fn, timeout: float | None):
         kind, value = pickle.loads(data)
         if kind == "ok":
             return value
-        raise ChildDied(f"the isolated check failed: {value}")
+        raise ChildDied(f"the isolated check failed: {value}", raised=True)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:

@@ -8,8 +8,9 @@
 - *payoff*: whether focused graphs make the pass act more often than plain ones. A generic pass
   (CSE, DCE) names ops in its code that are not what it acts on; focusing on them made it fire on
   fewer graphs and find its planted bug less often, so where plain graphs do clearly better (at
-  least twice as many changed, and three more), the focus keeps a quarter of the graphs
-  (``WEAK_SHARE``).
+  least twice as many changed, and three more), or the focused graphs changed none where plain
+  ones changed some (functorch's CSE names the random ops it never merges), the focus keeps a
+  quarter of the graphs (``WEAK_SHARE``).
 
 The result (``Triggers``) feeds ``strategies.Focus``; it is cached per pass and catalog, in
 process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance``).
@@ -38,6 +39,7 @@ import hypothesis
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
 
+from .._errors import HarnessError
 from ..adapters import clone_inputs, graph_run
 from ..changes import what_changed
 from ..verify import ExampleTimeout, deadline
@@ -299,7 +301,7 @@ def _draw_cases(strategy, n: int, seed_value: int) -> list:
 @functools.lru_cache(maxsize=2)
 def plain_cases(mutations: bool) -> tuple:
     """Plain graphs (as ``verify()`` draws them) to weigh a focus against (drawn once per process)."""
-    return tuple(_draw_cases(graphs(mutations=mutations), _PAYOFF_EXAMPLES, 1))
+    return tuple(_draw_cases(graphs(mutations=mutations, random=True), _PAYOFF_EXAMPLES, 1))
 
 
 @functools.lru_cache(maxsize=4)
@@ -348,16 +350,26 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
         try:
             found, cut, payoff = run_forked(run, None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout)
-        except ChildDied:
-            pass  # the search finds that crash itself, with a minimal graph
+        except ChildDied as exc:
+            if exc.raised:  # _probe catches what the pass raises: this is discovery's own failure
+                raise HarnessError(f"trigger discovery failed: {exc.reason}") from None
+            # else the pass crashed the interpreter on a probe: the search finds that crash itself
     else:
-        found, cut, payoff = run()
-    weak = bool(payoff) and payoff[0] >= 2 * payoff[1] + 3  # clearly better, not by a graph or two of noise
+        try:
+            found, cut, payoff = run()
+        except Exception as exc:  # noqa: BLE001 - _probe catches what the pass raises, as above
+            raise HarnessError(f"trigger discovery failed: {type(exc).__name__}: {exc}") from exc
+    weak = bool(payoff) and _plain_did_better(*payoff[:2])
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
                       share=WEAK_SHARE if weak else Focus.share, payoff=payoff)
     _store(key, result)
     return result
+
+
+def _plain_did_better(plain: int, focused: int) -> bool:
+    """Clearly better (not by a graph or two of noise), or the focus never made the pass act."""
+    return plain >= 2 * focused + 3 or (focused == 0 and plain > 0)
 
 
 def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:
@@ -373,7 +385,7 @@ def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) 
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
     if rows:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
-                          mutations=mutations, special_values=False)
+                          mutations=mutations, special_values=False, random=True)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
             if time.monotonic() > stop:
                 return found, True, ()
@@ -385,7 +397,9 @@ def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) 
     focus = Triggers(ops=list(found.items()), constants=list(constants)).focus()
     if focus is None:
         return found, False, ()
-    focused = _draw_cases(graphs(mutations=mutations, focus=dataclasses.replace(focus, share=1.0)), _PAYOFF_EXAMPLES, 1)
+    # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
+    focused = _draw_cases(graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
+                          _PAYOFF_EXAMPLES, 1)
     counts = []
     for sample in (plain_cases(mutations), focused):
         n = 0
