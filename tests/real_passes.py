@@ -115,7 +115,13 @@ def split_cat_move_view_after_cat_aten(gm):
 
 
 def split_cat_split_cat_aten(gm):
-    return _apply_table(SPLIT_CAT_SPLIT_CAT, gm)
+    """Its handler reads its own entry of ``config.post_grad_fusion_options`` (a KeyError without
+    one: post_grad_passes runs the table only for the names listed there). ``threshold_to_cat=2``:
+    the default, 10, needs a cat of ten split pieces."""
+    from torch._inductor import config
+
+    with config.patch(post_grad_fusion_options={"split_cat_aten_pass": {"threshold_to_cat": 2}}):
+        return _apply_table(SPLIT_CAT_SPLIT_CAT, gm)
 
 
 def split_cat_unbind_stack_aten(gm):
@@ -168,8 +174,10 @@ def remove_no_ops(gm):
 
 
 def replace_random_passes(gm):
-    """Inductor's replace_random_passes (returns a count; joint_graph_passes adds it up)."""
-    _replace_random_passes(gm)
+    """Inductor's replace_random_passes (returns a count; joint_graph_passes adds it up), inside the
+    graph's fake mode as compile_fx runs it: its seed fusion enters ``V.fake_mode``."""
+    with _inductor_fake_mode(gm):
+        _replace_random_passes(gm)
     gm.recompile()
     return gm
 
