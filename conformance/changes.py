@@ -88,21 +88,33 @@ def _dead_code_removed_keys(before) -> list:
     return node_keys(graph)
 
 
+def _less_dead_code(before_keys: list, after_keys: list, live_keys: list) -> bool:
+    """``after`` is ``before`` with some of its dead nodes (those not in ``live_keys``, what
+    ``eliminate_dead_code`` keeps) removed and nothing else changed: no node added, none moved."""
+    before, after = collections.Counter(before_keys), collections.Counter(after_keys)
+    if after - before:
+        return False
+    if (before - after) - (before - collections.Counter(live_keys)):
+        return False  # a node removed that eliminate_dead_code keeps
+    rest = iter(before_keys)
+    return all(key in rest for key in after_keys)  # the order kept (a subsequence)
+
+
 def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> bool:
-    """``after`` is ``before`` less its dead code: a pass whose rewrite never matched, but which
-    cleans up at the end, changes graphs only so."""
-    return _differ(_dead_code_removed_keys(before), node_keys(after)) == 0
+    """``after`` is ``before`` less some or all of its dead code: a pass whose rewrite never
+    matched, but which cleans up at the end (or drops an unused ``get_attr``), changes graphs only so."""
+    return _less_dead_code(node_keys(before), node_keys(after), _dead_code_removed_keys(before))
 
 
 def what_changed(before: fx.GraphModule, after) -> tuple:
     """``(nodes changed, whether that was only dead-code removal)``; a result too broken to compare
     (no graph, nodes that cannot be keyed) changed all its nodes."""
     try:
-        after_keys = node_keys(after)
-        n = _differ(node_keys(before), after_keys)
+        before_keys, after_keys = node_keys(before), node_keys(after)
+        n = _differ(before_keys, after_keys)
     except Exception:  # noqa: BLE001 - whatever the pass returned, it is not the graph it was given
         return max(1, len(getattr(getattr(after, "graph", None), "nodes", ()))), False
     try:
-        return n, n > 0 and _differ(_dead_code_removed_keys(before), after_keys) == 0
+        return n, n > 0 and _less_dead_code(before_keys, after_keys, _dead_code_removed_keys(before))
     except Exception:  # noqa: BLE001 - a graph that cannot be compared changed more than its dead code
         return n, False
