@@ -16,6 +16,8 @@ Modes (seed 0, 200 graphs, the same measuring code in both):
            for its verdict and its own count (``result.changed``; its search also steers towards
            graphs the pass changes, with ``hypothesis.target``).
 --table BEFORE.json AFTER.json   the combined Markdown table of docs/fire-rates.md.
+--compare OLD.json NEW.json      two --after runs: an older tree's (run this script from a worktree
+           of it, with that tree on PYTHONPATH) against the current one; what fires now and did not.
 
 Each pass runs on its own copy of each graph; the plain graphs are drawn once per graph kind in the
 parent, the focused ones per pass, and passes are measured in ``--jobs`` forked processes.
@@ -429,6 +431,25 @@ def table(before: dict | None, after: dict | None) -> str:
     return "\n".join(lines)
 
 
+def compare_table(old: dict, new: dict) -> str:
+    """Two --after runs (an older generator's tree against the current one): what now fires."""
+    head = ("| pass | old: focus none | old: focus auto | new: focus none | new: focus auto "
+            "| new: verify(focus=auto) | fires now, not before |")
+    lines = [head, "|" + "---|" * 7]
+    for label in new["rows"]:
+        o, n = old.get("rows", {}).get(label, {}), new["rows"][label]
+        if "error" in n:
+            lines.append(f"| {label} | | | | | | measurement failed: {n['error'].splitlines()[-1][:150]} |")
+            continue
+        fired_before = max((o.get(k) or {}).get("fired", 0) for k in ("after_none", "after_auto"))
+        fired_now = max((n.get(k) or {}).get("fired", 0) for k in ("after_none", "after_auto"))
+        new_mark = "yes" if fired_now and not fired_before else ""
+        lines.append(f"| {label} | {cell(o.get('after_none'))} | {cell(o.get('after_auto'))} | "
+                     f"{cell(n.get('after_none'))} | {cell(n.get('after_auto'))} | "
+                     f"{verify_cell(n.get('verify_auto'))} | {new_mark} |")
+    return "\n".join(lines)
+
+
 def single_table(result: dict) -> str:
     return table(result if result["mode"] == "before" else None, result if result["mode"] == "after" else None)
 
@@ -439,6 +460,8 @@ def main(argv=None) -> int:
     mode.add_argument("--before", action="store_true", help="old generator (PYTHONPATH=<f8f00fb worktree>)")
     mode.add_argument("--after", action="store_true", help="current generator, focus none and auto, and verify()")
     mode.add_argument("--table", nargs=2, metavar=("BEFORE_JSON", "AFTER_JSON"), help="combined Markdown table")
+    mode.add_argument("--compare", nargs=2, metavar=("OLD_AFTER_JSON", "NEW_AFTER_JSON"),
+                      help="two --after runs (an older tree's, e.g. before issue 15, and the current one)")
     p.add_argument("--json", help="write the measurements here")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--examples", type=int, default=200)
@@ -446,9 +469,9 @@ def main(argv=None) -> int:
     p.add_argument("--passes", nargs="*", help="only these REAL_PASSES names")
     p.add_argument("--no-verify", action="store_true", help="--after without the verify() column")
     args = p.parse_args(argv)
-    if args.table:
-        before, after = (json.loads(pathlib.Path(x).read_text()) for x in args.table)
-        print(table(before, after))
+    if args.table or args.compare:
+        first, second = (json.loads(pathlib.Path(x).read_text()) for x in (args.table or args.compare))
+        print(table(first, second) if args.table else compare_table(first, second))
         return 0
     os.environ.setdefault("FX_CONFORMANCE_CACHE", str(ROOT / ".fx-conformance-cache"))
     if args.after and str(ROOT) not in sys.path:

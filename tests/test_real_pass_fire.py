@@ -31,27 +31,27 @@ M = 40
 
 # (pass, graph kind) -> graphs fired out of M at seed 0, measured.
 FIRED_AT_M = {
-    ("post_grad.remove_noop_ops", "functional"): 24,
-    ("post_grad.view_to_reshape", "functional"): 24,
-    ("post_grad.reorder_for_locality", "functional"): 38,
+    ("post_grad.remove_noop_ops", "functional"): 22,
+    ("post_grad.view_to_reshape", "functional"): 31,
+    ("post_grad.reorder_for_locality", "functional"): 37,
+    ("post_grad.pass_patterns[2]", "functional"): 1,  # add(mm, bias) -> addmm, since issue 15 (it drops alpha)
     ("post_grad.post_grad_passes", "functional"): 10,  # of 11: a meta['val'] stride finding stops the search
     ("split_cat.normalization_aten_pass", "functional"): 1,  # of 2: it raises on a split_with_sizes it rewrote
-    ("joint_graph.joint_graph_passes", "functional"): 21,
-    ("joint_graph.constant_fold_uniform_value", "functional"): 26,
-    ("joint_graph.early_patterns", "functional"): 17,
-    ("fx.CSEPass", "functional"): 25,
+    ("joint_graph.joint_graph_passes", "functional"): 10,
+    ("joint_graph.constant_fold_uniform_value", "functional"): 21,
+    ("joint_graph.early_patterns", "functional"): 14,
+    ("fx.CSEPass", "functional"): 10,
     ("fx.reinplace", "functional"): 29,
     ("fx.legalize_graph", "functional"): 36,
-    ("fx.const_fold.split_const_subgraphs", "functional"): 5,
-    ("functorch.fx_graph_cse", "functional"): 1,  # its code names the random ops it never merges: focus draws them
+    ("fx.const_fold.split_const_subgraphs", "functional"): 8,
+    ("functorch.fx_graph_cse", "functional"): 1,  # it keeps dead duplicates and those that alias an output
     ("functorch.strip_overloads", "functional"): 40,
-    ("joint_graph.remove_redundant_views", "functional"): 27,
+    ("joint_graph.remove_redundant_views", "functional"): 19,
     ("export.replace_view_ops_with_view_copy", "functional"): 1,  # of 2: raises on chunk (no view_copy variant)
     ("post_grad.remove_noop_ops", "mutating"): 2,  # of 4: an int32 values finding stops the search
-    ("fx.CSEPass", "mutating"): 24,
-    ("functorch.fx_graph_cse", "mutating"): 3,
+    ("fx.CSEPass", "mutating"): 8,
     ("fx.reinplace", "mutating"): 18,
-    ("export.replace_set_grad_with_hop", "mutating"): 6,
+    ("export.replace_set_grad_with_hop", "mutating"): 9,
 }
 
 # fx.reinplace raises on every graph with a get_attr tensor constant (it fakeifies only the sample
@@ -70,26 +70,24 @@ NEVER_FIRE = {
     "post_grad.remove_assert_ops": "assert ops (_assert_scalar, _assert_tensor_metadata, ...) are not in the catalog",
     "post_grad.stable_topological_sort": "generated graphs are already in topological order",
     "post_grad.pass_patterns[0]": "the table is empty on a CPU build",
-    "post_grad.pass_patterns[1]": "mm_plus_mm, cumsum of full, cat_slice_cat, prepare_softmax, mkldnn woq/quantized "
-                                  "fusions: their ops are in the catalog since issue 15, but no pattern's exact "
-                                  "shape occurred in 40 focused graphs at seed 0 (to look at)",
-    "post_grad.pass_patterns[2]": "addmm, split_with_sizes/cat, onednn qconv/qlinear fusions: the ops are in the "
-                                  "catalog since issue 15, the patterns did not occur in 40 graphs (to look at); "
-                                  "reuse of a partial amax/amin reduction needs 4096 elements (sizes='large')",
+    "post_grad.pass_patterns[1]": "its patterns need make_fx's forms: full with layout/device/pin_memory keywords "
+                                  "(pointless_cumsum), slice without its default step (cat_slice_cat); most "
+                                  "replacements are Inductor lowerings; NEEDS below fires it",
     "post_grad.decompose_auto_functionalized": "needs auto_functionalized higher-order ops",
-    "post_grad.reinplace_inplaceable_ops": "reinplaces index_put/scatter/auto_functionalized results copied back "
-                                           "into inputs: index_put and scatter are drawn since issue 15, their "
-                                           "copy back into an input did not occur",
-    "split_cat.select_cat_aten_pass": "cat of selects covering a dimension: select is not focused, never drawn",
-    "split_cat.move_view_after_cat_aten_pass": "cat of views of split getitems: split is drawn since issue 15, the cat of its views did not occur",
-    "split_cat.split_cat_aten_pass": "cat of split getitems: split is drawn since issue 15, a cat of its getitems did not occur",
-    "split_cat.unbind_stack_aten_pass": "stack of unbind getitems: both drawn since issue 15, never chained",
+    "post_grad.reinplace_inplaceable_ops": "index_put or *_scatter into a temporary read by nothing later, or "
+                                           "into an input a copy_ epilogue writes back (post-grad IR, issue 16)",
+    "split_cat.select_cat_aten_pass": "cat(dim=) with dim a keyword (drawn positional), of selects covering a dim",
+    "split_cat.move_view_after_cat_aten_pass": "cat(dim=) of reshaped split_with_sizes(dim=) pieces, all in order",
+    "split_cat.split_cat_aten_pass": "cat(dim=) of split_with_sizes(dim=) pieces (keyword dims; drawn positional)",
+    "split_cat.unbind_stack_aten_pass": "checks for the select packet, so a select.int node never matches (torch)",
     "pre_grad.normalization_pass_aten": "the table is empty outside fbcode",
-    "joint_graph.patterns": "iota, convert_element_type, bmm, mm, addmm, scatter, index patterns: drawn since issue 15, no pattern occurred",
-    "joint_graph.pass_patterns[1]": "mul/div-softmax patterns need a full amax-sub-exp-sum softmax chain",
-    "replace_random.replace_random_passes": "random ops are drawn since issue 15; it still changed none of 40 graphs (why: not yet examined)",
+    "joint_graph.patterns": "scatter of a value into a keyword-spelled full, convert(convert(x)) through "
+                            "prims.convert_element_type, attention chains; bmm/pad_mm need a GPU",
+    "joint_graph.pass_patterns[1]": "x * c - amax(x * c, dim, keepdim=True): the chain is not drawn",
+    "replace_random.replace_random_passes": "rewrites aten.rand/randn/randint only (the catalog has rand_like and "
+                                            "native_dropout, which Inductor decomposes into them first)",
     "fx.Graph.eliminate_dead_code": "only ever removes dead code (167/200 graphs), which does not count as firing",
-    "functorch.raise_getitems": "getitems of multi-output ops are drawn since issue 15; it still changed none of 40 graphs (why: not yet examined)",
+    "functorch.raise_getitems": "moves a getitem up to its call: drawn graphs put every getitem right after it",
     "export.constant_fold": "raises AttributeError (torch.ops.pt2e_quant.dequantize_affine, registered only by "
                             "torchao) on every graph with a foldable node; otherwise removes dead code only",
     "export.remove_runtime_assertions": "runtime-assertion ops are not in the catalog",
@@ -98,6 +96,8 @@ NEVER_FIRE = {
 }
 NEVER_FIRE_MUTATING = {
     "post_grad.reinplace_inplaceable_ops": NEVER_FIRE["post_grad.reinplace_inplaceable_ops"],
+    "functorch.fx_graph_cse": "merged only dead duplicates (3 of 40 graphs, dead-code only): between live "
+                              "duplicates of mutating graphs sits a write, or one aliases an output",
 }
 
 

@@ -322,6 +322,7 @@ def test_a_failure_of_discovery_itself_is_an_error_not_a_silent_empty_result(tmp
     def broken_graphs(**kwargs):
         raise RuntimeError("planted: the generator refused")
 
+    monkeypatch.setattr(triggers, "_MEMORY", {})  # no result of an earlier test in this process
     monkeypatch.setattr(triggers, "graphs", broken_graphs)  # probe graphs are drawn first, in the parent
     monkeypatch.setattr(triggers, "probe_cases", lambda mutations: ())
     monkeypatch.setattr(triggers, "plain_cases", lambda mutations: ())
