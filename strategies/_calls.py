@@ -252,6 +252,9 @@ def rule_sdpa(draw, ctx, spec):
     bsz, heads, length, e = q.tensor.shape
     dt = _dtype(q)
     s = _side(draw)
+    if flash and 0 in (heads, length, s):
+        # the CPU flash kernel divides by these: SIGFPE, the process dies (docs/torch-facts.md 8)
+        raise StepRejected("the CPU flash attention crashes on an empty head, query or key dim")
     k = _exact(draw, ctx, (bsz, heads, s, e), dt)
     v = _exact(draw, ctx, (bsz, heads, s, e if flash else _side(draw)), dt)
     kinds = ["none", "float"] + ([] if flash else ["bool"])
