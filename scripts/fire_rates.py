@@ -287,11 +287,19 @@ def _run_rows(fn, todo, jobs):
             print(f"  {label}: done", file=sys.stderr, flush=True)
         return results
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(jobs, maxtasksperchild=8) as pool:
+    # one thread in each worker: a forked child that enters an OpenMP parallel region of the
+    # parent's team waits forever (docs/torch-facts.md section 7; seen here with --jobs 2)
+    with ctx.Pool(jobs, maxtasksperchild=8, initializer=_one_thread) as pool:
         for label, entry in pool.imap_unordered(_call_safe(fn), todo):
             results[label] = entry
             print(f"  {label}: done", file=sys.stderr, flush=True)
     return results
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
 
 
 class _call_safe:
