@@ -7,10 +7,16 @@ Accepted forms (``SIGNATURES``), detected by inspection unless ``signature=`` na
 - ``gm-inputs``:   ``fn(gm, sample_inputs) -> GraphModule`` (Torch-TensorRT's documented form);
 - ``gm-varargs``:  ``fn(gm, *sample_inputs)`` (``torch.fx.passes.reinplace.reinplace``);
 - ``gm-settings``: ``fn(gm, settings)`` (Torch-TensorRT's current form; settings from a factory);
-- ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style).
+- ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style);
+- ``pattern-table``: an Inductor ``PatternMatcherPass`` (``table.apply(graph)`` returns how many
+                   matches it replaced); a table of an Inductor module that fills its tables in a
+                   ``lazy_init()`` (post_grad, joint_graph) is filled first, as Inductor does.
+
+A pass may return a count of replacements (an int) where it changes the graph in place.
 
 A target may also be an import path, ``"pkg.mod:attr"`` or ``"path/to/file.py:attr"`` (``attr``
-may be dotted, e.g. ``torch.fx:Graph.eliminate_dead_code``; a PassBase subclass is instantiated).
+may be dotted, e.g. ``torch.fx:Graph.eliminate_dead_code``, and indexed, e.g.
+``torch._inductor.fx_passes.post_grad:pass_patterns[2]``; a PassBase subclass is instantiated).
 The pass always gets a fresh copy of the graph; the caller's graph is never touched.
 """
 
@@ -21,6 +27,7 @@ import importlib
 import importlib.util
 import inspect
 import pathlib
+import re
 import sys
 import types
 from contextlib import contextmanager
@@ -41,6 +48,7 @@ SIGNATURES = {
     "gm-varargs": "fn(gm, *sample_inputs) -> GraphModule (torch.fx.passes.reinplace style)",
     "gm-settings": "fn(gm, settings) -> GraphModule (Torch-TensorRT's current form; needs a settings factory)",
     "graph": "fn(graph: torch.fx.Graph) -> None | Graph (Inductor custom graph pass)",
+    "pattern-table": "an Inductor PatternMatcherPass: table.apply(graph) -> number of replacements",
 }
 
 # Parameter names that identify the second argument of a two-argument pass.
@@ -77,16 +85,20 @@ class PassUnderTest:
 
     def apply(self, gm: fx.GraphModule, example_inputs: tuple) -> Applied:
         work = snapshot(gm)
+        if self.form == "pattern-table":
+            count = self.fn.apply(work.graph)
+            work.recompile()
+            return Applied(work, bool(count))
         if self.form == "graph":
             ret = self.fn(work.graph)
             if ret is None or ret is work.graph:
                 return Applied(work)
-            if isinstance(ret, bool):  # "changed", as Graph.eliminate_dead_code returns
-                return Applied(work, ret)
+            if isinstance(ret, int):  # a bool: "changed", as Graph.eliminate_dead_code returns; an int: a count
+                return Applied(work, bool(ret))
             if isinstance(ret, fx.Graph):
                 return Applied(fx.GraphModule(work, ret))
-            raise PassReturnError(f"returned {_type_name(ret)}, but should be None, a bool (changed) or a "
-                                  f"torch.fx.Graph (signature 'graph')")
+            raise PassReturnError(f"returned {_type_name(ret)}, but should be None, a bool (changed), an int "
+                                  f"(replacements made) or a torch.fx.Graph (signature 'graph')")
         if self.form == "gm-inputs":
             ret = self.fn(work, list(example_inputs))
         elif self.form == "gm-varargs":
@@ -106,8 +118,8 @@ def _normalise(ret, work: fx.GraphModule) -> Applied:
         return Applied(ret)
     if ret is None:
         return Applied(work)
-    if isinstance(ret, bool):  # "changed", modified in place
-        return Applied(work, ret)
+    if isinstance(ret, int):  # a bool: "changed"; an int: a count of replacements; modified in place
+        return Applied(work, bool(ret))
     if isinstance(ret, PassResult):
         if not isinstance(ret.graph_module, fx.GraphModule):
             raise PassReturnError(f"PassResult.graph_module={_type_name(ret.graph_module)}, but should be a GraphModule")
@@ -116,8 +128,8 @@ def _normalise(ret, work: fx.GraphModule) -> Applied:
         return Applied(fx.GraphModule(work, ret))
     if isinstance(ret, (tuple, list)) and ret and isinstance(ret[0], fx.GraphModule):
         return Applied(ret[0])  # e.g. replace_set_grad_with_hop_pass returns (gm, signature)
-    raise PassReturnError(f"returned {_type_name(ret)}, but should be a GraphModule, None (modified in "
-                          f"place), a PassResult or a torch.fx.Graph")
+    raise PassReturnError(f"returned {_type_name(ret)}, but should be a GraphModule, None or a bool or an "
+                          f"int (modified in place), a PassResult or a torch.fx.Graph")
 
 
 def _type_name(obj) -> str:
@@ -276,6 +288,15 @@ def load_pass(target, *, signature: str | None = None, settings_factory=None) ->
             target = _instantiate(target, reference)
     else:
         reference = reference_of(target)
+    if _is_pattern_table(target):
+        if signature not in (None, "pattern-table"):
+            raise UsageError(f"{reference or _display(target)} is an Inductor PatternMatcherPass: its form is "
+                             f"pattern-table, not {signature}")
+        _fill_lazy_tables(reference)
+        return PassUnderTest(target, "pattern-table", reference or _display(target), reference)
+    if signature == "pattern-table":
+        raise UsageError(f"signature='pattern-table' needs an Inductor PatternMatcherPass, but "
+                         f"{reference or _display(target)} is a {_type_name(target)}")
     if not callable(target):
         raise UsageError(f"target {reference or target!r} is a {_type_name(target)}, which is not callable; "
                          f"pass a function, a PassBase instance or a PassManager")
@@ -288,6 +309,25 @@ def load_pass(target, *, signature: str | None = None, settings_factory=None) ->
         raise UsageError(f"{reference or _display(target)} takes (gm, settings); give --settings-factory "
                          f"pkg.mod:make_settings (a callable returning the settings object)")
     return PassUnderTest(target, form, reference or _display(target), reference, settings_factory)
+
+
+def _is_pattern_table(obj) -> bool:
+    matcher = sys.modules.get("torch._inductor.pattern_matcher")  # imported by whoever made the table
+    return matcher is not None and isinstance(obj, matcher.PatternMatcherPass)
+
+
+def _fill_lazy_tables(reference: str | None) -> None:
+    """Inductor's post_grad and joint_graph modules register most of their patterns in a
+    ``lazy_init()`` their passes call first (it runs once): a table read off the module is
+    incomplete until then."""
+    if not reference or ":" not in reference or reference.split(":")[0].endswith(".py"):
+        return
+    init = getattr(sys.modules.get(reference.split(":")[0]), "lazy_init", None)
+    if callable(init):
+        try:
+            init()
+        except Exception as exc:  # noqa: BLE001 - torch's own initialisation
+            raise UsageError(f"{reference}: its module's lazy_init() raised {type(exc).__name__}: {exc}") from None
 
 
 def _instantiate(cls, reference: str):
@@ -371,11 +411,20 @@ def resolve(path: str):
     module = _import_file(module_part) if module_part.endswith(".py") else _import_module(module_part)
     obj, owner = module, None
     for part in attr_part.split("."):
-        if not hasattr(obj, part):
+        match = re.fullmatch(r"([A-Za-z_]\w*)((?:\[-?\d+\])*)", part)
+        if match is None:
+            raise UsageError(f"{part!r} in target {path!r} should be a name, or a name indexed as name[2]")
+        name, indices = match.group(1), [int(i) for i in re.findall(r"-?\d+", match.group(2))]
+        if not hasattr(obj, name):
             where = getattr(obj, "__name__", type(obj).__name__)
-            raise UsageError(f"cannot find {part!r} in {where} (target {path!r})")
+            raise UsageError(f"cannot find {name!r} in {where} (target {path!r})")
         owner = obj if inspect.isclass(obj) else None
-        obj = getattr(obj, part)
+        obj = getattr(obj, name)
+        for i in indices:
+            try:
+                obj, owner = obj[i], None
+            except (TypeError, IndexError, KeyError) as exc:
+                raise UsageError(f"cannot index {name}[{i}] in target {path!r}: {type(exc).__name__}: {exc}") from None
     return obj, owner
 
 

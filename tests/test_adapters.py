@@ -174,3 +174,74 @@ def test_to_device_keeps_layout_sharing_and_meta():
     assert both[0].untyped_storage().data_ptr() == both[1].untyped_storage().data_ptr()
     assert both[1].storage_offset() == 2 and torch.equal(both[1], inputs[1])
     assert all("val" in n.meta for n in moved_gm.graph.nodes if n.op != "output")
+
+
+# --- Inductor pattern tables and counts of replacements (issue 16: calling forms) ----------------------
+
+
+def _linear_bias(alpha=None):
+    g = fx.Graph()
+    a, b, bias = g.placeholder("a"), g.placeholder("b"), g.placeholder("bias")
+    kwargs = {} if alpha is None else {"alpha": alpha}
+    g.output((g.call_function(torch.ops.aten.add.Tensor, (g.call_function(torch.ops.aten.mm.default, (a, b)), bias),
+                              kwargs),))
+    return fx.GraphModule(torch.nn.Module(), g), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4))
+
+
+def test_an_inductor_pattern_table_is_a_pass_named_by_an_indexed_import_path():
+    target = "torch._inductor.fx_passes.post_grad:pass_patterns[2]"
+    assert load_pass(target).form == "pattern-table"
+    gm, inputs = _linear_bias()
+    verdict = check(target, gm, inputs)
+    assert verdict.ok and "addmm" in verdict.graph_after and verdict.changed
+    gm, inputs = _linear_bias(alpha=0.5)  # the table drops alpha (tests/test_real_pass_fire.py)
+    assert [v.property for v in check(target, gm, inputs).violations] == ["values"]
+
+
+def test_a_pattern_table_is_filled_by_its_modules_lazy_init_first():
+    code = ("import torch._inductor.fx_passes.joint_graph as j\n"
+            "before = sum(len(v) for v in j.patterns.patterns.values())\n"
+            "from conformance import load_pass\n"
+            "put = load_pass('torch._inductor.fx_passes.joint_graph:patterns')\n"
+            "print(before, sum(len(v) for v in put.fn.patterns.values()))\n")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    before, after = int(out[-2]), int(out[-1])
+    assert after > before
+
+
+@pytest.mark.parametrize("target, message", [
+    ("torch._inductor.fx_passes.post_grad:pass_patterns[9]", "cannot index pass_patterns[9]"),
+    ("torch._inductor.fx_passes.post_grad:pass_patterns[x]", "should be a name, or a name indexed"),
+    ("torch._inductor.fx_passes.post_grad:remove_noop_ops[0]", "cannot index remove_noop_ops[0]"),
+])
+def test_a_bad_index_in_an_import_path_is_a_usage_error(target, message):
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_pass(target)
+
+
+def test_a_pattern_table_has_no_other_form_and_nothing_else_is_one():
+    with pytest.raises(UsageError, match="its form is pattern-table, not gm"):
+        load_pass("torch._inductor.fx_passes.post_grad:pass_patterns[2]", signature="gm")
+    with pytest.raises(UsageError, match="needs an Inductor PatternMatcherPass"):
+        load_pass(lambda gm: gm, signature="pattern-table")
+
+
+def test_a_pass_may_return_its_count_of_replacements():
+    def negate_abs(gm):  # in place, returns how many it replaced (as Inductor's passes do)
+        count = 0
+        for n in gm.graph.nodes:
+            if n.target is torch.ops.aten.abs.default:
+                n.target, count = torch.ops.aten.neg.default, count + 1
+        gm.recompile()
+        return count
+
+    gm, inputs = _linear_bias()
+    assert check(negate_abs, gm, inputs).ok  # 0 replacements: no "returned int" execution violation
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output((g.call_function(torch.ops.aten.abs.default, (x,)),))
+    verdict = check(negate_abs, fx.GraphModule(torch.nn.Module(), g), (torch.ones(2),))
+    assert [v.property for v in verdict.violations] == ["values"] and verdict.changed
