@@ -458,7 +458,7 @@ def _schema_default(overload, name):
 
 def _equals(value, default) -> bool:
     try:
-        return type(value) is not bool and value == default and not (isinstance(value, float) and math.isnan(value))
+        return type(value) is not bool and value == default  # a bool is a form of its own (alpha=True)
     except Exception:  # noqa: BLE001 - a dtype against a number, say
         return False
 

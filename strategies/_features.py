@@ -79,9 +79,10 @@ class _Recorder(fx.Interpreter):
 def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> frozenset:
     """The feature names (``strategies.FEATURES``) present in ``gm`` run on ``inputs``.
 
-    ``inputs`` are consumed: the graph may mutate them. ``record``: what a run of ``gm`` on
-    ``inputs`` gave, ``{node: (storage_key, shape)}`` for every node with a tensor result, all of
-    them alive together (the builder's, which ran every node as it was drawn); else ``gm`` is run.
+    ``record``: what a run of ``gm`` on ``inputs`` gave, ``{node: (storage_key, shape)}`` for every
+    node with a tensor result, all of them alive together (the builder's, which ran every node as it
+    was drawn); ``inputs`` are then only read. Without it ``gm`` is run, and ``inputs`` are consumed
+    (the graph may mutate them).
     """
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]

@@ -268,7 +268,8 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     gm = builder.graph_module()
     gm.graph.lint()
     recipes = tuple(builder.recipes)
-    return GraphCase(gm, _rebuild(recipes), graph_features(gm, _rebuild(recipes), builder.record), recipes)
+    inputs = _rebuild(recipes)  # only read by graph_features: it takes the builder's run, not a new one
+    return GraphCase(gm, inputs, graph_features(gm, inputs, builder.record), recipes)
 
 
 @st.composite

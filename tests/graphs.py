@@ -20,3 +20,12 @@ def build(n_inputs, body, constants=None):
     outputs = body(g, call, *xs)
     g.output(outputs if isinstance(outputs, fx.Node) else tuple(outputs))  # a lone node: a single output
     return fx.GraphModule(root, g)
+
+
+def linear_bias(alpha=None):
+    """``add(mm(a, b), bias[, alpha=])``, what linear leaves after decomposition: Inductor's post-grad
+    table fuses it into ``addmm`` (and drops ``alpha``). Returns ``(gm, inputs)``."""
+    kwargs = {} if alpha is None else {"alpha": alpha}
+    gm = build(3, lambda g, call, a, b, bias: g.call_function(
+        torch.ops.aten.add.Tensor, (call(torch.ops.aten.mm.default, a, b), bias), kwargs))
+    return gm, (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4))

@@ -12,6 +12,7 @@ from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
 
 from conformance import UsageError, check, load_pass
 from conformance.adapters import reference_of, snapshot
+from tests.graphs import linear_bias
 
 aten = torch.ops.aten
 
@@ -179,22 +180,13 @@ def test_to_device_keeps_layout_sharing_and_meta():
 # --- Inductor pattern tables and counts of replacements (issue 16: calling forms) ----------------------
 
 
-def _linear_bias(alpha=None):
-    g = fx.Graph()
-    a, b, bias = g.placeholder("a"), g.placeholder("b"), g.placeholder("bias")
-    kwargs = {} if alpha is None else {"alpha": alpha}
-    g.output((g.call_function(torch.ops.aten.add.Tensor, (g.call_function(torch.ops.aten.mm.default, (a, b)), bias),
-                              kwargs),))
-    return fx.GraphModule(torch.nn.Module(), g), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4))
-
-
 def test_an_inductor_pattern_table_is_a_pass_named_by_an_indexed_import_path():
     target = "torch._inductor.fx_passes.post_grad:pass_patterns[2]"
     assert load_pass(target).form == "pattern-table"
-    gm, inputs = _linear_bias()
+    gm, inputs = linear_bias()
     verdict = check(target, gm, inputs)
     assert verdict.ok and "addmm" in verdict.graph_after and verdict.changed
-    gm, inputs = _linear_bias(alpha=0.5)  # the table drops alpha (tests/test_real_pass_fire.py)
+    gm, inputs = linear_bias(alpha=0.5)  # the table drops alpha (tests/test_real_pass_fire.py)
     assert [v.property for v in check(target, gm, inputs).violations] == ["values"]
 
 
@@ -238,7 +230,7 @@ def test_a_pass_may_return_its_count_of_replacements():
         gm.recompile()
         return count
 
-    gm, inputs = _linear_bias()
+    gm, inputs = linear_bias()
     assert check(negate_abs, gm, inputs).ok  # 0 replacements: no "returned int" execution violation
     g = fx.Graph()
     x = g.placeholder("x")

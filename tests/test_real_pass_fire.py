@@ -23,6 +23,7 @@ import torch
 import torch.fx as fx
 
 from conformance import check, verify
+from tests.graphs import linear_bias
 from tests.real_passes import MUTATING, REAL_PASSES
 
 aten = torch.ops.aten
@@ -130,12 +131,6 @@ def _full(g, shape, value):  # as make_fx records a factory: every keyword spell
                                                                 "device": torch.device("cpu"), "pin_memory": False})
 
 
-def _linear_bias(g):
-    a, b, bias = g.placeholder("a"), g.placeholder("b"), g.placeholder("bias")
-    g.output((g.call_function(aten.add.Tensor, (g.call_function(aten.mm.default, (a, b)), bias)),))
-    return (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4))
-
-
 def _cumsum_of_full(g):
     x = g.placeholder("x")
     g.output((g.call_function(aten.add.Tensor, (x, g.call_function(aten.cumsum.default, (_full(g, [2, 3], 2.0), 1)))),))
@@ -205,7 +200,6 @@ def _getitem_after_another_node(g):
 
 NEEDS = {  # pass -> (graph builder, what the generator does not draw)
     "post_grad.pass_patterns[1]": (_cumsum_of_full, "full with layout/device/pin_memory keywords, as make_fx records it"),
-    "post_grad.pass_patterns[2]": (_linear_bias, "fires in drawn graphs since issue 15 (mm + add, the linear chain)"),
     "joint_graph.patterns": (_scatter_into_zeros, "scatter of a value into a keyword-spelled full"),
     "joint_graph.pass_patterns[1]": (_softmax_of_scaled, "x * c - amax(x * c, dim, keepdim=True)"),
     "split_cat.select_cat_aten_pass": (_cat_of_selects, "cat(dim=) as a keyword, of selects covering a dim"),
@@ -241,10 +235,7 @@ def test_found_torch_bug_post_grad_addmm_pattern_drops_alpha():
     drops add's ``alpha``: add(mm, bias, alpha=0.5) becomes addmm(bias, a, b), which adds the whole
     bias. Found by ``fx-conformance verify tests.real_passes:post_grad_patterns_2 --seed 0
     --max-examples 400`` (issue 15), the bug tests/passes/op_families.py plants by hand."""
-    g = fx.Graph()
-    inputs = _linear_bias(g)
-    add = next(n for n in g.nodes if n.target is aten.add.Tensor)
-    add.kwargs = {"alpha": 0.5}
-    verdict = check(REAL_PASSES["post_grad.pass_patterns[2]"], fx.GraphModule(torch.nn.Module(), g), inputs)
+    gm, inputs = linear_bias(alpha=0.5)
+    verdict = check(REAL_PASSES["post_grad.pass_patterns[2]"], gm, inputs)
     assert "addmm" in verdict.graph_after
     assert [v.property for v in verdict.violations] == ["values"]
