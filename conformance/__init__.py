@@ -12,7 +12,7 @@ over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit, Markd
 from ._errors import HarnessError, UsageError
 from ._result import DEFAULT_PROPERTIES, PROPERTIES, Verdict, VerifyResult, Violation
 from .search import verify
-from .adapters import SIGNATURES, PassUnderTest, load_pass
+from .adapters import SIGNATURES, PassUnderTest, fake_mode_of, load_pass
 from .contracts import CONTRACTS, register_contract
 from .oracle import TOLERANCES
 from .profiles import PROFILES, register_profiles
@@ -32,6 +32,7 @@ __all__ = [
     "VerifyResult",
     "Violation",
     "check",
+    "fake_mode_of",
     "load_pass",
     "register_contract",
     "register_profiles",

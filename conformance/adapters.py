@@ -10,9 +10,14 @@ Accepted forms (``SIGNATURES``), detected by inspection unless ``signature=`` na
 - ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style);
 - ``pattern-table``: an Inductor ``PatternMatcherPass`` (``table.apply(graph)`` returns how many
                    matches it replaced); a table of an Inductor module that fills its tables in a
-                   ``lazy_init()`` (post_grad, joint_graph) is filled first, as Inductor does.
+                   ``lazy_init()`` (post_grad, joint_graph) is filled first, as Inductor does;
+- ``transformer``: an ``fx.Transformer`` subclass, ``Cls(gm).transform()`` (``NormalizeArgs``).
 
 A pass may return a count of replacements (an int) where it changes the graph in place.
+``pass_kwargs`` are extra keyword arguments to every call (``post_grad_passes(gm, is_inference=True)``;
+a transformer's constructor gets them); a parameter they name is not part of the detected form.
+``context`` is a factory of a context manager the pass runs inside (``V.set_fake_mode``,
+``config.patch``); it may take ``gm`` (the copy the pass gets) and ``fake_mode`` (the graph's).
 
 A target may also be an import path, ``"pkg.mod:attr"`` or ``"path/to/file.py:attr"`` (``attr``
 may be dotted, e.g. ``torch.fx:Graph.eliminate_dead_code``, and indexed, e.g.
@@ -22,6 +27,7 @@ The pass always gets a fresh copy of the graph; the caller's graph is never touc
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import importlib.util
@@ -30,8 +36,8 @@ import pathlib
 import re
 import sys
 import types
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
@@ -49,7 +55,9 @@ SIGNATURES = {
     "gm-settings": "fn(gm, settings) -> GraphModule (Torch-TensorRT's current form; needs a settings factory)",
     "graph": "fn(graph: torch.fx.Graph) -> None | Graph (Inductor custom graph pass)",
     "pattern-table": "an Inductor PatternMatcherPass: table.apply(graph) -> number of replacements",
+    "transformer": "an fx.Transformer subclass: Cls(gm).transform() -> GraphModule (NormalizeArgs style)",
 }
+_CONTEXT_PARAMS = ("gm", "fake_mode")  # what a --context factory may ask for, by name
 
 # Parameter names that identify the second argument of a two-argument pass.
 _INPUT_NAMES = {"sample_inputs", "example_inputs", "inputs", "sample_args", "example_args", "args"}
@@ -82,15 +90,39 @@ class PassUnderTest:
     name: str
     reference: str | None = None
     settings_factory: object = None
+    kwargs: dict = field(default_factory=dict)
+    context: object = None
 
     def apply(self, gm: fx.GraphModule, example_inputs: tuple) -> Applied:
         work = snapshot(gm)
+        with self._context(work):
+            return self._call(work, example_inputs)
+
+    def _context(self, work: fx.GraphModule):
+        if self.context is None:
+            return nullcontext()
+        wanted = inspect.signature(self.context).parameters
+        given = {"gm": work, "fake_mode": fake_mode_of(work)}
+        manager = self.context(**{k: v for k, v in given.items() if k in wanted})
+        if not (hasattr(manager, "__enter__") and hasattr(manager, "__exit__")):
+            raise UsageError(f"context {_display(self.context)} returned {_type_name(manager)}, but should return a "
+                             f"context manager (decorate it with @contextlib.contextmanager)")
+        return manager
+
+    def _call(self, work: fx.GraphModule, example_inputs: tuple) -> Applied:
+        kw = self.kwargs
         if self.form == "pattern-table":
             count = self.fn.apply(work.graph)
             work.recompile()
             return Applied(work, bool(count))
+        if self.form == "transformer":
+            ret = self.fn(work, **kw).transform()
+            if not isinstance(ret, fx.GraphModule):
+                raise PassReturnError(f"{self.name}(gm).transform() returned {_type_name(ret)}, but should return "
+                                      f"a GraphModule")
+            return Applied(ret)
         if self.form == "graph":
-            ret = self.fn(work.graph)
+            ret = self.fn(work.graph, **kw)
             if ret is None or ret is work.graph:
                 return Applied(work)
             if isinstance(ret, int):  # a bool: "changed", as Graph.eliminate_dead_code returns; an int: a count
@@ -100,13 +132,13 @@ class PassUnderTest:
             raise PassReturnError(f"returned {_type_name(ret)}, but should be None, a bool (changed), an int "
                                   f"(replacements made) or a torch.fx.Graph (signature 'graph')")
         if self.form == "gm-inputs":
-            ret = self.fn(work, list(example_inputs))
+            ret = self.fn(work, list(example_inputs), **kw)
         elif self.form == "gm-varargs":
-            ret = self.fn(work, *example_inputs)
+            ret = self.fn(work, *example_inputs, **kw)
         elif self.form == "gm-settings":
-            ret = self.fn(work, self.settings_factory())
+            ret = self.fn(work, self.settings_factory(), **kw)
         else:
-            ret = self.fn(work)
+            ret = self.fn(work, **kw)
         return _normalise(ret, work)
 
     def __repr__(self) -> str:
@@ -261,13 +293,18 @@ def graph_run():
 # --- resolution ----------------------------------------------------------------------------------
 
 
-def load_pass(target, *, signature: str | None = None, settings_factory=None) -> PassUnderTest:
-    """Normalise ``target`` (a callable, PassBase, PassManager, or import path) into a PassUnderTest.
+def load_pass(target, *, signature: str | None = None, settings_factory=None, pass_kwargs=None,
+              context=None) -> PassUnderTest:
+    """Normalise ``target`` (a callable, PassBase, PassManager, PatternMatcherPass, fx.Transformer
+    subclass, or import path) into a PassUnderTest.
 
     Args:
         signature: force one of ``SIGNATURES`` instead of detecting it.
         settings_factory: a zero-argument callable (or import path to one) making the ``settings``
             object for the ``gm-settings`` form.
+        pass_kwargs: extra keyword arguments for every call of the pass (``{"is_inference": True}``).
+        context: a callable (or import path to one) returning a context manager the pass runs
+            inside; it may take ``gm`` and ``fake_mode`` (the graph's FakeTensorMode) by name.
 
     Raises:
         UsageError: the target cannot be imported, is not callable, or its form cannot be used.
@@ -279,6 +316,8 @@ def load_pass(target, *, signature: str | None = None, settings_factory=None) ->
         raise UsageError(f"signature={signature!r}, but should be one of {', '.join(SIGNATURES)}")
     if isinstance(target, PassUnderTest):
         return target
+    kwargs = _check_kwargs(pass_kwargs)
+    context = _load_context(context)
     reference = None
     owner = None
     if isinstance(target, str):
@@ -288,27 +327,117 @@ def load_pass(target, *, signature: str | None = None, settings_factory=None) ->
             target = _instantiate(target, reference)
     else:
         reference = reference_of(target)
+    name = reference or _display(target)
     if _is_pattern_table(target):
         if signature not in (None, "pattern-table"):
-            raise UsageError(f"{reference or _display(target)} is an Inductor PatternMatcherPass: its form is "
-                             f"pattern-table, not {signature}")
+            raise UsageError(f"{name} is an Inductor PatternMatcherPass: its form is pattern-table, not {signature}")
+        if kwargs:
+            raise UsageError(f"{name} is an Inductor PatternMatcherPass (table.apply(graph)), which takes no "
+                             f"extra arguments, but --pass-arg gave {', '.join(kwargs)}")
         _fill_lazy_tables(reference)
-        return PassUnderTest(target, "pattern-table", reference or _display(target), reference)
+        return PassUnderTest(target, "pattern-table", name, reference, context=context)
     if signature == "pattern-table":
-        raise UsageError(f"signature='pattern-table' needs an Inductor PatternMatcherPass, but "
-                         f"{reference or _display(target)} is a {_type_name(target)}")
+        raise UsageError(f"signature='pattern-table' needs an Inductor PatternMatcherPass, but {name} is a "
+                         f"{_type_name(target)}")
+    if inspect.isclass(target) and issubclass(target, fx.Transformer):
+        if signature not in (None, "transformer"):
+            raise UsageError(f"{name} is an fx.Transformer subclass: its form is transformer, not {signature}")
+        _check_accepts(target.__init__, kwargs, name, skip=2)  # (self, module, ...)
+        return PassUnderTest(target, "transformer", name, reference, kwargs=kwargs, context=context)
+    if signature == "transformer":
+        raise UsageError(f"signature='transformer' needs an fx.Transformer subclass, but {name} is a "
+                         f"{_type_name(target) if not inspect.isclass(target) else 'class ' + target.__qualname__}")
+    if inspect.isclass(target):
+        raise UsageError(f"{name} is a class that is neither a PassBase nor an fx.Transformer subclass; point at "
+                         f"an instance or a function that takes the GraphModule")
     if not callable(target):
-        raise UsageError(f"target {reference or target!r} is a {_type_name(target)}, which is not callable; "
+        raise UsageError(f"target {name!r} is a {_type_name(target)}, which is not callable; "
                          f"pass a function, a PassBase instance or a PassManager")
     if isinstance(settings_factory, str):
         settings_factory, _ = resolve(settings_factory)
         if not callable(settings_factory):
             raise UsageError("settings_factory must name a callable that returns the settings object")
-    form = signature or detect_signature(target, owner)
+    if kwargs and isinstance(target, (PassBase, PassManager, LegacyPassManager)):
+        raise UsageError(f"{name} is a {_type_name(target)}, called with the GraphModule alone, but --pass-arg "
+                         f"gave {', '.join(kwargs)}")
+    form = signature or detect_signature(target, owner, given=kwargs)
+    _check_accepts(target, kwargs, name, skip=0)
     if form == "gm-settings" and settings_factory is None:
-        raise UsageError(f"{reference or _display(target)} takes (gm, settings); give --settings-factory "
+        raise UsageError(f"{name} takes (gm, settings); give --settings-factory "
                          f"pkg.mod:make_settings (a callable returning the settings object)")
-    return PassUnderTest(target, form, reference or _display(target), reference, settings_factory)
+    return PassUnderTest(target, form, name, reference, settings_factory, kwargs=kwargs, context=context)
+
+
+def parse_pass_args(items) -> dict:
+    """``["is_inference=True", "name=x"]`` -> ``{"is_inference": True, "name": "x"}``: a value is a
+    Python literal (True, 2, 0.5, None, "text", (1, 2)) where it parses as one, else the text."""
+    out = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--pass-arg {item!r} should look like NAME=VALUE (e.g. is_inference=True)")
+        if name in out:
+            raise UsageError(f"--pass-arg {name} is given twice")
+        try:
+            out[name] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            out[name] = text.strip()
+    return out
+
+
+def _check_kwargs(pass_kwargs) -> dict:
+    if pass_kwargs is None:
+        return {}
+    if not isinstance(pass_kwargs, dict) or not all(isinstance(k, str) and k.isidentifier() for k in pass_kwargs):
+        raise UsageError(f"pass_kwargs={pass_kwargs!r}, but should be a dict of keyword-argument names to values")
+    return dict(pass_kwargs)
+
+
+def _check_accepts(fn, kwargs: dict, name: str, *, skip: int) -> None:
+    """Every name in ``kwargs`` must be a keyword parameter of ``fn`` (past the first ``skip``)."""
+    if not kwargs:
+        return
+    try:
+        params = list(inspect.signature(fn).parameters.values())[skip:]
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: let the call say
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        raise UsageError(f"--pass-arg {unknown[0]}: {name} has no such keyword parameter (it has "
+                         f"{', '.join(names) or 'none'})")
+
+
+def _load_context(context):
+    if context is None:
+        return None
+    if isinstance(context, str):
+        context, _ = resolve(context)
+    if not callable(context):
+        raise UsageError(f"context {context!r} is not callable; give a function returning a context manager")
+    try:
+        params = inspect.signature(context).parameters.values()
+    except (TypeError, ValueError):
+        return context
+    for p in params:
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in _CONTEXT_PARAMS:
+            raise UsageError(f"context {_display(context)} takes {p.name!r}, but a context factory may only ask for "
+                             f"{' and '.join(_CONTEXT_PARAMS)} (by name)")
+    return context
+
+
+def fake_mode_of(gm: fx.GraphModule):
+    """The FakeTensorMode of ``gm``'s ``meta['val']`` fake tensors, or None (no fake values)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, FakeTensor):
+            return val.fake_mode
+    return None
 
 
 def _is_pattern_table(obj) -> bool:
@@ -342,8 +471,9 @@ def _display(fn) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
 
 
-def detect_signature(fn, owner: type | None = None) -> str:
-    """The form of ``fn`` (a key of SIGNATURES), from its type, parameters and annotations."""
+def detect_signature(fn, owner: type | None = None, given=()) -> str:
+    """The form of ``fn`` (a key of SIGNATURES), from its type, parameters and annotations;
+    parameters named in ``given`` (extra keyword arguments) are not part of the form."""
     if isinstance(fn, (PassBase, PassManager, LegacyPassManager)):
         return "gm"
     if owner is not None and issubclass(owner, fx.Graph) and not isinstance(fn, types.MethodType):
@@ -352,7 +482,7 @@ def detect_signature(fn, owner: type | None = None) -> str:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return "gm"
-    params = list(sig.parameters.values())
+    params = [p for p in sig.parameters.values() if p.name not in given or p.kind == p.POSITIONAL_ONLY]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
@@ -364,15 +494,17 @@ def detect_signature(fn, owner: type | None = None) -> str:
     if len(required) >= 2:
         second = required[1]
         if len(required) > 2:
-            raise UsageError(f"{_display(fn)}{sig} needs {len(required)} arguments; supported forms are "
-                             f"{', '.join(SIGNATURES)} (use --signature to choose)")
+            extra = ", ".join(p.name for p in required[1:])
+            raise UsageError(f"{_display(fn)}{sig} needs {len(required)} arguments; the forms are "
+                             f"{', '.join(SIGNATURES)}: give the others as --pass-arg NAME=VALUE ({extra})")
         name, ann = second.name.lower(), _annotation(second)
         if name in _SETTINGS_NAMES or "settings" in ann:
             return "gm-settings"
         if name in _INPUT_NAMES or "sequence" in ann or "list" in ann or "tensor" in ann:
             return "gm-inputs"
         raise UsageError(f"cannot tell what the second parameter {second.name!r} of {_display(fn)}{sig} is; "
-                         f"use --signature gm-inputs or --signature gm-settings")
+                         f"give its value as --pass-arg {second.name}=VALUE, or use --signature gm-inputs or "
+                         f"--signature gm-settings")
     if varargs and len(required) == 1 and _annotation(first) != "graph":
         return "gm-varargs"
     ann = _annotation(first)

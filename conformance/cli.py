@@ -32,6 +32,7 @@ VACUOUS_EXIT = 4  # like pytest's 5 for "no tests ran": nothing was verified
 def _verify(args) -> int:
     from . import UsageError, verify
     from ._console import ConsoleReporter
+    from .adapters import parse_pass_args
 
     _freeze_heap()
     try:
@@ -39,7 +40,8 @@ def _verify(args) -> int:
                         special_values=not args.no_special_values, constants=not args.no_constants,
                         ensure=args.ensure or (), preserve=args.preserve or (),
                         properties=args.properties, signature=args.signature,
-                        settings_factory=args.settings_factory, device=args.device, timeout=args.timeout,
+                        settings_factory=args.settings_factory, pass_kwargs=parse_pass_args(args.pass_arg),
+                        context=args.context, device=args.device, timeout=args.timeout,
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
@@ -161,6 +163,12 @@ def _add_verify(sub) -> None:
                                                                                 "(default: detected)")
     v.add_argument("--settings-factory", default=None, metavar="PKG.MOD:FN",
                    help="zero-argument callable making the settings for fn(gm, settings) passes")
+    v.add_argument("--pass-arg", action="append", metavar="NAME=VALUE",
+                   help="an extra keyword argument for every call of the pass, e.g. is_inference=True (a Python "
+                        "literal, else text; repeatable)")
+    v.add_argument("--context", default=None, metavar="PKG.MOD:FN",
+                   help="a function returning a context manager the pass runs inside (config.patch, "
+                        "V.set_fake_mode); it may take gm and fake_mode (the graph's) by name")
     v.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     v.add_argument("--timeout", type=_positive_float, default=10.0, help="seconds per example (default 10)")
     v.add_argument("--isolate", action="store_true",

@@ -34,6 +34,10 @@ def pytest_addoption(parser):
     group.addoption("--fx-signature", default=None, help="the calling form of --fx-pass (default: detected)")
     group.addoption("--fx-settings-factory", default=None, metavar="PKG.MOD:FN",
                     help="settings factory for an fn(gm, settings) --fx-pass")
+    group.addoption("--fx-pass-arg", action="append", default=[], metavar="NAME=VALUE",
+                    help="an extra keyword argument for --fx-pass (repeatable; as fx-conformance verify --pass-arg)")
+    group.addoption("--fx-context", default=None, metavar="PKG.MOD:FN",
+                    help="a context-manager factory --fx-pass runs inside (as fx-conformance verify --context)")
     group.addoption("--fx-focus", default="auto", metavar="auto|none|OPS",
                     help="what the graphs for --fx-pass draw more of (as fx-conformance verify --focus)")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,

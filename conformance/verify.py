@@ -453,13 +453,14 @@ def can_time_out() -> bool:
 
 
 def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), preserve=(), signature=None,
-          settings_factory=None, device: str = "cpu", timeout: float | None = 10.0,
+          settings_factory=None, pass_kwargs=None, context=None, device: str = "cpu", timeout: float | None = 10.0,
           signed_zeros: bool = False, specials: str = "strict") -> Verdict:
     """Check ``pass_`` on one graph: ``Verdict`` with the violated properties (``.ok`` when none).
 
     ``specials``: "strict" (NaN/inf exactly where the original has them) or "relaxed" (where the
     original overflowed or lost a value the fp64 reference has, a result near the reference passes).
-    ``gm`` and ``example_inputs`` are never modified. Nodes without ``meta['val']`` get it from an
+    ``pass_kwargs``/``context``: extra keyword arguments for the pass, and a context-manager factory it
+    runs inside (see ``load_pass``). ``gm`` and ``example_inputs`` are never modified. Nodes without ``meta['val']`` get it from an
     eager run on a copy, as generated graphs have it (many passes read it).
 
     >>> import torch, torch.fx as fx
@@ -467,7 +468,8 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     >>> check(lambda gm: gm, gm, (torch.randn(3),)).ok
     True
     """
-    put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
+    put = load_pass(pass_, signature=signature, settings_factory=settings_factory, pass_kwargs=pass_kwargs,
+                    context=context)
     inputs = tuple(example_inputs)
     if not isinstance(gm, fx.GraphModule):
         raise UsageError(f"gm is a {type(gm).__name__}, but should be a torch.fx.GraphModule")

@@ -237,3 +237,158 @@ def test_a_pass_may_return_its_count_of_replacements():
     g.output((g.call_function(torch.ops.aten.abs.default, (x,)),))
     verdict = check(negate_abs, fx.GraphModule(torch.nn.Module(), g), (torch.ones(2),))
     assert [v.property for v in verdict.violations] == ["values"] and verdict.changed
+
+
+# --- fx.Transformer subclasses, extra arguments, contexts (issue 16: calling forms) --------------------
+
+
+class AbsToNeg(fx.Transformer):
+    """A planted transformer: abs -> neg (wrong wherever an input is negative)."""
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.aten.abs.default:
+            target = torch.ops.aten.neg.default
+        return super().call_function(target, args, kwargs)
+
+
+class NegToMul(fx.Transformer):
+    """A correct transformer: neg(x) -> mul(x, -1)."""
+
+    def __init__(self, module, factor=-1):
+        super().__init__(module)
+        self.factor = factor
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.aten.neg.default:
+            return super().call_function(torch.ops.aten.mul.Tensor, (args[0], self.factor), {})
+        return super().call_function(target, args, kwargs)
+
+
+def _unary(op):
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output((g.call_function(op, (x,)),))
+    return fx.GraphModule(torch.nn.Module(), g), (torch.tensor([-2.0, 3.0]),)
+
+
+def test_a_transformer_subclass_is_a_pass_and_its_bugs_are_found():
+    assert load_pass(AbsToNeg).form == "transformer"
+    assert load_pass("torch.fx.experimental.normalize:NormalizeArgs").form == "transformer"
+    verdict = check(AbsToNeg, *_unary(torch.ops.aten.abs.default))
+    assert [v.property for v in verdict.violations] == ["values"] and "neg" in verdict.graph_after
+    verdict = check(NegToMul, *_unary(torch.ops.aten.neg.default))
+    assert verdict.ok and verdict.changed and "mul" in verdict.graph_after
+    # Its constructor gets the extra arguments: a wrong factor is a wrong pass.
+    assert check(NegToMul, *_unary(torch.ops.aten.neg.default), pass_kwargs={"factor": -1}).ok
+    wrong = check(NegToMul, *_unary(torch.ops.aten.neg.default), pass_kwargs={"factor": 2})
+    assert [v.property for v in wrong.violations] == ["values"]
+    with pytest.raises(UsageError, match="no such keyword parameter"):
+        load_pass(NegToMul, pass_kwargs={"scale": 2})
+    with pytest.raises(UsageError, match="its form is transformer, not gm"):
+        load_pass(NegToMul, signature="gm")
+
+
+def test_a_class_that_is_no_pass_is_a_usage_error_naming_what_it_is():
+    class Helper:
+        def __init__(self, gm):
+            self.gm = gm
+
+    with pytest.raises(UsageError, match="neither a PassBase nor an fx.Transformer subclass"):
+        load_pass(Helper)
+    with pytest.raises(UsageError, match="needs an fx.Transformer subclass"):
+        load_pass(lambda gm: gm, signature="transformer")
+
+
+def scale_outputs(gm, scale):
+    """Multiplies every output by ``scale``: right for scale=1 only."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        out.args = (tuple(gm.graph.call_function(torch.ops.aten.mul.Tensor, (a, scale)) for a in out.args[0]),)
+    gm.recompile()
+    return gm
+
+
+def test_extra_arguments_are_given_by_name_and_leave_the_form():
+    with pytest.raises(UsageError, match="--pass-arg scale=VALUE"):
+        load_pass(scale_outputs)
+    assert load_pass(scale_outputs, pass_kwargs={"scale": 1}).form == "gm"
+    gm, inputs = _unary(torch.ops.aten.abs.default)
+    assert check(scale_outputs, gm, inputs, pass_kwargs={"scale": 1}).ok
+    assert [v.property for v in check(scale_outputs, gm, inputs, pass_kwargs={"scale": 3}).violations] == ["values"]
+    with pytest.raises(UsageError, match="--pass-arg factor: .* no such keyword parameter .* gm, scale"):
+        load_pass(scale_outputs, pass_kwargs={"scale": 1, "factor": 2})
+    with pytest.raises(UsageError, match="takes no extra arguments"):
+        load_pass("torch._inductor.fx_passes.post_grad:pass_patterns[2]", pass_kwargs={"x": 1})
+    with pytest.raises(UsageError, match="should be a dict"):
+        load_pass(scale_outputs, pass_kwargs=[("scale", 1)])
+    # torch's own: post_grad_passes(gm, is_inference) is a gm pass once is_inference is given.
+    assert load_pass("torch._inductor.fx_passes.post_grad:post_grad_passes", pass_kwargs={"is_inference": True}).form == "gm"
+
+
+@pytest.mark.parametrize("items, expected", [
+    (["is_inference=True"], {"is_inference": True}),
+    (["n=2", "x=0.5", "t=(1, 2)", "none=None"], {"n": 2, "x": 0.5, "t": (1, 2), "none": None}),
+    (["name=some text", "q='quoted'"], {"name": "some text", "q": "quoted"}),
+])
+def test_pass_args_are_literals_or_text(items, expected):
+    from conformance.adapters import parse_pass_args
+
+    assert parse_pass_args(items) == expected
+
+
+@pytest.mark.parametrize("items, message", [
+    (["novalue"], "should look like NAME=VALUE"), (["2x=1"], "should look like NAME=VALUE"),
+    (["a=1", "a=2"], "given twice"),
+])
+def test_bad_pass_args_are_usage_errors(items, message):
+    from conformance.adapters import parse_pass_args
+
+    with pytest.raises(UsageError, match=message):
+        parse_pass_args(items)
+
+
+_INSIDE = []
+
+
+def needs_context(gm):
+    """A pass that only works inside its context (as Inductor passes need V.fake_mode)."""
+    if not _INSIDE:
+        raise RuntimeError("no context")
+    return gm
+
+
+def test_a_pass_runs_inside_its_context_with_the_graphs_fake_mode():
+    from contextlib import contextmanager
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    seen = []
+
+    @contextmanager
+    def ctx(gm, fake_mode):
+        seen.append((gm, fake_mode))
+        _INSIDE.append(1)
+        try:
+            yield
+        finally:
+            _INSIDE.pop()
+
+    gm, inputs = linear_bias()
+    without = check(needs_context, gm, inputs)
+    assert [v.property for v in without.violations] == ["execution"] and "no context" in without.violations[0].message
+    assert check(needs_context, gm, inputs, context=ctx).ok
+    copy, fake_mode = seen[0]
+    assert isinstance(fake_mode, FakeTensorMode) and copy is not gm
+    placeholder = next(n for n in copy.graph.nodes if n.op == "placeholder")
+    assert placeholder.meta["val"].fake_mode is fake_mode
+    assert not _INSIDE  # left on return
+
+
+def test_a_bad_context_is_a_usage_error():
+    gm, inputs = linear_bias()
+    with pytest.raises(UsageError, match="but a context factory may only ask for gm and fake_mode"):
+        load_pass(needs_context, context=lambda settings: None)
+    with pytest.raises(UsageError, match="should return a context manager"):
+        check(needs_context, gm, inputs, context=lambda: 3)
+    with pytest.raises(UsageError, match="is not callable"):
+        load_pass(needs_context, context=3)

@@ -64,6 +64,35 @@ PASSES = textwrap.dedent('''
             out.args = (tuple(gm.graph.call_function(aten.add.Tensor, (a, 1)) for a in out.args[0]),)
         gm.recompile()
         return gm
+
+    def scale_outputs(gm, scale):
+        """Multiplies every output by ``scale`` (an extra argument): leaves the graph alone for scale=1."""
+        if scale == 1:
+            return gm
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        with gm.graph.inserting_before(out):
+            out.args = (tuple(gm.graph.call_function(aten.mul.Tensor, (a, scale)) for a in out.args[0]),)
+        gm.recompile()
+        return gm
+
+    from contextlib import contextmanager
+
+    _INSIDE = []
+
+    @contextmanager
+    def inside(fake_mode):
+        """The context scaled_inside needs (as Inductor passes need V.fake_mode)."""
+        assert fake_mode is not None
+        _INSIDE.append(fake_mode)
+        try:
+            yield
+        finally:
+            _INSIDE.pop()
+
+    def scaled_inside(gm, scale):
+        if not _INSIDE:
+            raise RuntimeError("called outside its context")
+        return scale_outputs(gm, scale)
 ''')
 
 
@@ -90,6 +119,26 @@ def test_bad_target_is_one_line_and_exit_2(passes, capsys):
         assert len(lines) == 1 and lines[0].startswith("fx-conformance verify: error:"), err
         assert "Traceback" not in out + err
     assert main(["verify", f"{passes}:identity", "--graphs", "nope"]) == 2
+
+
+def test_extra_arguments_and_a_context_from_the_command_line_reach_the_run_and_the_repro(passes, tmp_path):
+    base = ("verify", f"{passes}:scaled_inside", "--max-examples", "15", "--seed", "0", "--focus", "none",
+            "--repro-dir", tmp_path)
+    r = _cli(*base)  # a pass that cannot be called: one line naming what it lacks
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--pass-arg scale=VALUE" in r.stderr
+    r = _cli(*base, "--pass-arg", "scale=1")  # callable now, but it needs its context
+    assert r.returncode == 1 and "called outside its context" in r.stdout, r.stdout + r.stderr
+    r = _cli(*base, "--pass-arg", "scale=1", "--context", f"{passes}:inside")
+    assert r.returncode == 4 and "VACUOUS" in r.stdout, r.stdout + r.stderr  # ran, and left every graph alone
+    r = _cli(*base, "--pass-arg", "scale=2", "--context", f"{passes}:inside", "--json", tmp_path / "r.json")
+    assert r.returncode == 1 and "values violated" in r.stdout, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["options"]["pass_kwargs"] == {"scale": 2} and report["options"]["context"].endswith(":inside")
+    script = report["violations"][0]["repro_path"]
+    repro = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    assert repro.returncode == 1 and "values: output[0]" in repro.stdout, repro.stdout + repro.stderr
+    r = _cli(*base, "--pass-arg", "scale")
+    assert r.returncode == 2 and "should look like NAME=VALUE" in r.stderr
 
 
 def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path):

@@ -24,7 +24,7 @@ from strategies import SIZES, Focus, graphs
 from .. import report as _report
 from .._errors import HarnessError, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
-from ..adapters import load_pass
+from ..adapters import load_pass, reference_of
 from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
@@ -125,7 +125,7 @@ def _size(case) -> tuple:
 
 def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
            special_values: bool = True, constants: bool = True, ensure=(), preserve=(), properties=None,
-           signature: str | None = None, settings_factory=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
+           signature: str | None = None, settings_factory=None, pass_kwargs=None, context=None, device: str = "auto", timeout: float | None = 10.0, isolate: bool = False,
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
@@ -141,6 +141,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             or "relaxed" (where the original overflowed or lost a value that the fp64 reference
             has, a result within tolerance of the reference passes).
         constants: graphs may read tensor constants through ``get_attr`` (module buffers).
+        signature, settings_factory, pass_kwargs, context: how the pass is called (``load_pass``):
+            its form, the settings factory, extra keyword arguments (literals, so the repro script
+            can write them), a context-manager factory (or import path) it runs inside.
         ensure: contract names (``conformance.CONTRACTS``) the result must satisfy, whatever the
             original did (the pass establishes them: a repair pass, functionalization).
         preserve: contract names judged against the original: only violations the pass introduced
@@ -168,7 +171,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     True
     """
     opts = _options(locals())
-    put = load_pass(pass_, signature=signature, settings_factory=settings_factory)
+    put = load_pass(pass_, signature=signature, settings_factory=settings_factory, pass_kwargs=pass_kwargs,
+                    context=context)
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
                       signed_zeros=signed_zeros, specials=specials, device=opts["device"])
     reporter = reporter or NullReporter()
@@ -291,6 +295,9 @@ def _options(args: dict) -> dict:
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
+    opts["pass_kwargs"] = dict(args["pass_kwargs"] or {})
+    opts["context"] = args["context"] if isinstance(args["context"], (str, type(None))) \
+        else reference_of(args["context"]) or getattr(args["context"], "__qualname__", "callable")
     if opts["seed_graphs"] is not None and not isinstance(opts["seed_graphs"], str):
         opts["seed_graphs"] = "given"
     if not isinstance(opts["focus"], str):
@@ -409,6 +416,7 @@ def _write_repros(found: _Found, put, opts, repro_dir) -> None:
         return
     call_opts = {k: opts[k] for k in ("properties", "ensure", "preserve", "signature", "settings_factory", "device",
                                       "signed_zeros", "specials")}
+    call_opts.update({k: opts[k] for k in ("pass_kwargs", "context") if opts[k]})  # only where the pass needs them
     call_opts["timeout"] = opts["timeout"]
     written = {}
     for prop, (_, v, case) in found.best.items():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from conformance import UsageError, load_pass
 from conformance._result import EXECUTION
+from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
 from conformance.search.focus import resolve_focus
 from conformance.verify import Checker
@@ -29,7 +30,9 @@ def fx_options(request):
         pytest.skip("no --fx-pass given")
     try:
         put = load_pass(target, signature=config.getoption("fx_signature"),
-                        settings_factory=config.getoption("fx_settings_factory"))
+                        settings_factory=config.getoption("fx_settings_factory"),
+                        pass_kwargs=parse_pass_args(config.getoption("fx_pass_arg")),
+                        context=config.getoption("fx_context"))
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-pass: {exc}") from None
     mutating = config.getoption("fx_graphs") == "mutating"
