@@ -33,7 +33,7 @@ class ConsoleReporter:
         self.total = max_examples
         specials = f"on ({options.get('specials', 'strict')})" if options["special_values"] else "off"
         self._line(f"fx-conformance verify {target}: up to {max_examples} examples, graphs={options['graphs']}, "
-                   f"special values {specials}, device={options['device']}")
+                   f"ir={options.get('ir', 'aten')}, special values {specials}, device={options['device']}")
         if self.rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -101,7 +101,7 @@ class ConsoleReporter:
             self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
         elif result.ok:
-            self._line(f"OK: no counterexample in {result.examples} graphs (seed {result.seed}, "
+            self._line(f"OK: no counterexample in {result.examples} {result.ir_text}graphs (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
         else:
             what = "INTERRUPTED" if result.interrupted else "FAIL"

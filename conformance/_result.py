@@ -117,13 +117,19 @@ class VerifyResult:
 
     @property
     def vacuous_text(self) -> str:
-        return f"the pass changed none of the {self.examples} graphs, so nothing was verified"
+        return f"the pass changed none of the {self.examples} {self.ir_text}graphs, so nothing was verified"
 
     @property
     def graphs_text(self) -> str:
         """``200 graphs`` or ``200 graphs (+42 while shrinking)``."""
         more = f" (+{self.shrink_runs} while shrinking)" if self.shrink_runs else ""
-        return f"{self.examples} graphs{more}"
+        return f"{self.examples} {self.ir_text}graphs{more}"
+
+    @property
+    def ir_text(self) -> str:
+        """``"post-grad "`` for graphs drawn in another IR than aten (what the verdict was checked on)."""
+        ir = (self.options or {}).get("ir", "aten")
+        return "" if ir == "aten" else f"{ir} "
 
     @property
     def repro_path(self) -> str | None:

@@ -7,6 +7,8 @@ Accepted forms (``SIGNATURES``), detected by inspection unless ``signature=`` na
 - ``gm-inputs``:   ``fn(gm, sample_inputs) -> GraphModule`` (Torch-TensorRT's documented form);
 - ``gm-varargs``:  ``fn(gm, *sample_inputs)`` (``torch.fx.passes.reinplace.reinplace``);
 - ``gm-settings``: ``fn(gm, settings)`` (Torch-TensorRT's current form; settings from a factory);
+- ``gm-signature``: ``fn(gm, graph_signature)`` (torch.export passes; gets a copy of the export
+                   graph's ``gm.meta["graph_signature"]``, so it needs ``ir="export"`` graphs);
 - ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style);
 - ``pattern-table``: an Inductor ``PatternMatcherPass`` (``table.apply(graph)`` returns how many
                    matches it replaced); a table of an Inductor module that fills its tables in a
@@ -55,12 +57,14 @@ SIGNATURES = {
     "gm-settings": "fn(gm, settings) -> GraphModule (Torch-TensorRT's current form; needs a settings factory)",
     "graph": "fn(graph: torch.fx.Graph) -> None | Graph (Inductor custom graph pass)",
     "pattern-table": "an Inductor PatternMatcherPass: table.apply(graph) -> number of replacements",
+    "gm-signature": "fn(gm, graph_signature) (torch.export passes; the signature of --ir export graphs)",
     "transformer": "an fx.Transformer subclass: Cls(gm).transform() -> GraphModule (NormalizeArgs style)",
 }
 _CONTEXT_PARAMS = ("gm", "fake_mode")  # what a --context factory may ask for, by name
 
 # Parameter names that identify the second argument of a two-argument pass.
 _INPUT_NAMES = {"sample_inputs", "example_inputs", "inputs", "sample_args", "example_args", "args"}
+_SIGNATURE_NAMES = {"graph_signature", "signature", "export_graph_signature", "sig"}
 _SETTINGS_NAMES = {"settings", "compilation_settings", "config", "options", "cfg"}
 _GRAPH_NAMES = {"graph", "g", "fx_g", "fx_graph"}
 
@@ -137,6 +141,12 @@ class PassUnderTest:
             ret = self.fn(work, *example_inputs, **kw)
         elif self.form == "gm-settings":
             ret = self.fn(work, self.settings_factory(), **kw)
+        elif self.form == "gm-signature":
+            signature = work.meta.get("graph_signature")
+            if signature is None:
+                raise UsageError(f"{self.name} takes (gm, graph_signature), but this graph has no export signature; "
+                                 f"verify it on export graphs (--ir export)")
+            ret = self.fn(work, copy.deepcopy(signature), **kw)
         else:
             ret = self.fn(work, **kw)
         return _normalise(ret, work)
@@ -198,7 +208,9 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             _copy_attr(gm, root, node.target)
-    return _LazyGraphModule(root, graph, class_name=type(gm).__name__)  # the per-instance class, renamed
+    copied = _LazyGraphModule(root, graph, class_name=type(gm).__name__)  # the per-instance class, renamed
+    copied.meta = copy.copy(gm.meta)  # e.g. an export graph's "graph_signature"
+    return copied
 
 
 def _copy_attr(src: torch.nn.Module, dst: torch.nn.Module, target: str) -> None:
@@ -498,6 +510,8 @@ def detect_signature(fn, owner: type | None = None, given=()) -> str:
             raise UsageError(f"{_display(fn)}{sig} needs {len(required)} arguments; the forms are "
                              f"{', '.join(SIGNATURES)}: give the others as --pass-arg NAME=VALUE ({extra})")
         name, ann = second.name.lower(), _annotation(second)
+        if name in _SIGNATURE_NAMES or "graphsignature" in ann:
+            return "gm-signature"
         if name in _SETTINGS_NAMES or "settings" in ann:
             return "gm-settings"
         if name in _INPUT_NAMES or "sequence" in ann or "list" in ann or "tensor" in ann:

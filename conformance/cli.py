@@ -45,7 +45,7 @@ def _verify(args) -> int:
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
-                        sizes=args.sizes, reporter=ConsoleReporter())
+                        sizes=args.sizes, ir=args.ir, reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -141,6 +141,11 @@ def _add_verify(sub) -> None:
     v.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed at the end)")
     v.add_argument("--graphs", choices=("functional", "mutating"), default="functional",
                    help="functional (default) or mutating: adds in-place ops, input and view mutation, grad regions")
+    v.add_argument("--ir", choices=("aten", "post-grad", "export", "core-aten", "pre-dispatch"), default="aten",
+                   help="the form graphs are drawn in: aten (default), or as a pipeline stage hands them to its "
+                        "passes: post-grad (AOTAutograd inference: functional, input mutations a copy_ epilogue), "
+                        "export/core-aten (torch.export + run_decompositions; the signature in "
+                        "gm.meta['graph_signature']), pre-dispatch (make_fx(pre_dispatch=True))")
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
     v.add_argument("--sizes", choices=("small", "large"), default="small",
                    help="large: some tensors of 4096-65536 elements and matmul dims over 64, past the size "

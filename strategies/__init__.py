@@ -15,6 +15,7 @@ from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._focus import Focus
 from ._graphs import SIZES, GraphCase, graphs
+from ._ir import IRS, ir_errors
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS, rows_named
 from ._seeds import SeedGraph
@@ -29,6 +30,7 @@ __all__ = [
     "FEATURES",
     "Focus",
     "INDEX_FUNCTIONS",
+    "IRS",
     "OPS",
     "SeedGraph",
     "GraphCase",
@@ -43,6 +45,7 @@ __all__ = [
     "graph_features",
     "graphs",
     "index_expressions",
+    "ir_errors",
     "scalars",
     "shapes",
     "shared_fake_mode",

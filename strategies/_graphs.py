@@ -26,6 +26,7 @@ from ._draws import Weighted, choose, flag, integers, neutral_or_index
 from ._focus import Focus
 from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
+from ._ir import check_ir, convert
 from ._meta import shared_fake_mode
 from ._ops import OPS, WEIGHTS, rows_named
 from ._seeds import seed_step
@@ -157,7 +158,8 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 
 def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
-           constants: bool = True, focus=None, sizes: str = "small", random: bool = False) -> st.SearchStrategy:
+           constants: bool = True, focus=None, sizes: str = "small", random: bool = False,
+           ir: str = "aten") -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -177,6 +179,12 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             attention dims are 65-256, past the size thresholds real rewrites check.
         random: draw random ops (``rand_like``, ``native_dropout``). Each run of such a graph must
             start from one generator state: ``torch.manual_seed(strategies.RNG_SEED)`` first.
+        ir: the form of the graph (``strategies.IRS``, see ``_ir.py``): "aten" (as drawn), or as a
+            pipeline stage hands it to its passes, traced by that stage's tracer: "post-grad"
+            (AOTAutograd inference: functional, input mutations a ``copy_`` epilogue), "export" or
+            "core-aten" (``torch.export`` + ``run_decompositions()``, the graph signature in
+            ``gm.meta["graph_signature"]``), "pre-dispatch" (``make_fx(pre_dispatch=True)``).
+            Outside "aten", module buffers are leading placeholders (and leading example inputs).
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -197,6 +205,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         check_bool(value, name)
     if sizes not in SIZES:
         raise InvalidArgument(f"sizes={sizes!r} must be one of {SIZES}")
+    ir = check_ir(ir)
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
@@ -214,7 +223,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
                   max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
                   large=large, chains=_chains(rows))
-    return _graph_cases(cfg)
+    if ir == "aten":
+        return _graph_cases(cfg)
+    return _graph_cases(cfg).map(lambda case: convert(case, ir))
 
 
 @st.composite

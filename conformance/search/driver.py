@@ -18,7 +18,8 @@ import time
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
 
-from strategies import SIZES, Focus, graphs
+from strategies import SIZES, Focus, InvalidArgument, graphs
+from strategies._ir import check_ir
 
 
 from .. import report as _report
@@ -129,7 +130,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           reporter=None) -> VerifyResult:
+           ir: str = "aten", reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -160,6 +161,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             "large" (a third of leaves hold 4096-65536 elements, a third of matmul dims are 65-256:
             past the size thresholds of real rewrites; the fp64 reference keeps long sums' rounding
             from being flagged).
+        ir: the form the graphs are drawn in (``strategies.IRS``): "aten" (default), or as a pipeline
+            stage hands them to its passes: "post-grad", "export" (alias "core-aten"), "pre-dispatch".
+            Outside "aten", module buffers are leading inputs; export graphs carry their signature
+            in ``gm.meta["graph_signature"]``. The verdict names the IR.
         seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
@@ -276,6 +281,10 @@ def _options(args: dict) -> dict:
         raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
     if not isinstance(args["workers"], int) or args["workers"] < 1:
         raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
+    try:
+        ir = check_ir(args["ir"])
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
     if args["sizes"] not in SIZES:
         raise UsageError(f"sizes={args['sizes']!r}, but should be one of {', '.join(SIZES)}")
     if args["timeout"] is not None and args["timeout"] <= 0:
@@ -295,6 +304,7 @@ def _options(args: dict) -> dict:
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
+    opts["ir"] = ir
     opts["pass_kwargs"] = dict(args["pass_kwargs"] or {})
     opts["context"] = args["context"] if isinstance(args["context"], (str, type(None))) \
         else reference_of(args["context"]) or getattr(args["context"], "__qualname__", "callable")
@@ -339,7 +349,7 @@ class _Stream:
 
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found):
-    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
+    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"], ir=opts["ir"],
                       constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True)
 
     def run_one(case) -> Verdict:

@@ -1,0 +1,221 @@
+"""IR modes: a drawn ATen graph re-expressed as a pipeline stage hands graphs to its passes.
+
+``graphs(ir=...)`` draws an ``aten`` graph and converts it with torch's own tracer for that stage,
+so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has the measurements):
+
+- ``aten``: the drawn graph itself (ATen overloads, views, and with ``mutations=True`` in-place
+  ops, input and view mutation, ``_set_grad_enabled`` regions; CompositeImplicit ops such as
+  ``reshape`` and ``flatten`` as drawn).
+- ``post-grad``: what AOTAutograd hands Inductor's post-grad passes in inference:
+  ``aot_module_simplified`` under ``no_grad`` with ``keep_inference_input_mutations=True`` and
+  Inductor's decomposition table. Functional ATen; input mutations are ``copy_`` nodes into the
+  placeholders at the end (views of a written input may follow them); no grad-mode nodes; the
+  module's buffers are leading placeholders.
+- ``export`` (alias ``core-aten``): ``torch.export.export`` then ``run_decompositions()``. Functional,
+  core ATen (no CompositeImplicit ops); input mutations are extra leading outputs named by the
+  graph signature, which is ``gm.meta["graph_signature"]`` (an ``ExportGraphSignature``); buffers
+  are leading placeholders.
+- ``pre-dispatch``: ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to
+  placeholders: in-place ops, CompositeImplicit ops and ``_set_grad_enabled`` nodes kept.
+
+The conversion is a function of the drawn graph, so a converted case shrinks with it. A graph the
+stage's tracer cannot take is rejected (Hypothesis draws another): graphs that change an input's
+shape or strides in place (``metadata-mutation``) for post-grad and export (torch 2.13's tracers
+lose or crash on those), and any graph the tracer raises on. ``ir_errors`` states each stage's
+invariants; the meta-tests check every drawn graph against them.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+from hypothesis import reject
+
+from ._errors import InvalidArgument
+from ._tensors import Layout
+
+IRS = ("aten", "post-grad", "export", "pre-dispatch")
+ALIASES = {"core-aten": "export"}
+
+
+def check_ir(ir) -> str:
+    """The canonical IR name for ``ir`` (an alias resolved), or InvalidArgument."""
+    name = ALIASES.get(ir, ir)
+    if name not in IRS:
+        raise InvalidArgument(f"ir={ir!r} must be one of {', '.join(IRS + tuple(ALIASES))}")
+    return name
+
+
+# --- conversions -------------------------------------------------------------------------------------
+
+
+def _post_grad(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
+    from torch._functorch.aot_autograd import aot_module_simplified
+    import torch._inductor.lowering  # noqa: F401 - the decomposition table reads it
+    from torch._inductor.decomposition import select_decomp_table
+
+    box = {}
+
+    def capture(graph_module, example_inputs):
+        box["gm"] = graph_module
+        return graph_module
+
+    with torch.no_grad():
+        aot_module_simplified(gm, list(inputs), fw_compiler=capture, decompositions=select_decomp_table(),
+                              keep_inference_input_mutations=True)
+    return box["gm"]
+
+
+def _export(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
+    ep = torch.export.export(gm, tuple(inputs)).run_decompositions()
+    from torch.export.graph_signature import InputKind
+
+    kinds = [s.kind for s in ep.graph_signature.input_specs]
+    if any(k not in (InputKind.BUFFER, InputKind.USER_INPUT) for k in kinds) or \
+            kinds != sorted(kinds, key=lambda k: k != InputKind.BUFFER):
+        raise _Unsupported("a lifted input that is not a buffer, or buffers after user inputs")
+    names = [s.target for s in ep.graph_signature.input_specs if s.kind == InputKind.BUFFER]
+    if names != [name for name, _ in gm.named_buffers()]:
+        raise _Unsupported("lifted buffers in another order than the module's")
+    out = ep.graph_module
+    out.meta["graph_signature"] = ep.graph_signature
+    return out
+
+
+def _pre_dispatch(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    names = [name for name, _ in gm.named_buffers()]
+
+    def lifted(*args):
+        return torch.func.functional_call(gm, dict(zip(names, args[:len(names)])), tuple(args[len(names):]))
+
+    grad = torch.is_grad_enabled()
+    try:
+        return make_fx(lifted, pre_dispatch=True)(*buffers, *inputs)
+    finally:
+        torch._C._set_grad_enabled(grad)
+
+
+class _Unsupported(Exception):
+    """The stage's tracer gives a form this module does not hand on (rejected like a tracer failure)."""
+
+
+_CONVERT = {"post-grad": _post_grad, "export": _export, "pre-dispatch": _pre_dispatch}
+_NO_METADATA_MUTATION = ("post-grad", "export")
+
+
+def convert(case, ir: str):
+    """``case`` (a drawn aten ``GraphCase``) in ``ir``: its graph traced by the stage's tracer, its
+    buffers lifted to leading inputs. Calls ``hypothesis.reject()`` where the tracer cannot take it."""
+    from ._graphs import GraphCase
+    from ._features import graph_features
+    from ._meta import attach_meta
+
+    if ir == "aten":
+        return case
+    if ir in _NO_METADATA_MUTATION and "metadata-mutation" in case.features:
+        reject()
+    buffers = [b for _, b in case.gm.named_buffers()]
+    recipes = tuple((b.clone(), Layout()) for b in buffers) + tuple(case.recipes)
+    grad = torch.is_grad_enabled()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            traced = _CONVERT[ir](case.gm, [b.clone() for b in buffers], case.fresh_inputs())
+    except Exception:  # noqa: BLE001 - a graph the stage's tracer cannot take: draw another
+        reject()
+    finally:
+        torch._C._set_grad_enabled(grad)
+    traced.meta["ir"] = ir
+    inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
+    try:  # the first run of the traced graph: a stage may trace what eager cannot run (section 10)
+        if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
+            attach_meta(traced, tuple(layout.apply(base.clone()) for base, layout in recipes))
+        features = graph_features(traced, tuple(layout.apply(base.clone()) for base, layout in recipes))
+    except Exception:  # noqa: BLE001
+        reject()
+    finally:
+        torch._C._set_grad_enabled(grad)
+    return GraphCase(traced, inputs, features, recipes)
+
+
+# --- invariants --------------------------------------------------------------------------------------
+
+
+def _composite_implicit(op) -> bool:
+    return isinstance(op, torch._ops.OpOverload) and torch._C._dispatch_has_kernel_for_dispatch_key(
+        op.name(), "CompositeImplicitAutograd")
+
+
+def _mutable(op) -> bool:
+    return isinstance(op, torch._ops.OpOverload) and op._schema.is_mutable
+
+
+def ir_errors(gm: fx.GraphModule, ir: str) -> list:
+    """What in ``gm`` breaks the invariants of ``ir`` (empty when none): one line per problem."""
+    ir = check_ir(ir)
+    errors = []
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n in calls:
+        if not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
+                and not (ir in ("aten", "pre-dispatch") and n.target is torch._C._set_grad_enabled):
+            errors.append(f"{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
+    if ir in ("post-grad", "export"):
+        for n in calls:
+            if _composite_implicit(n.target):
+                errors.append(f"{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
+    if ir == "export":
+        errors += _export_errors(gm, calls, placeholders)
+    if ir == "post-grad":
+        errors += _epilogue_errors(calls, placeholders)
+    return errors
+
+
+def _epilogue_errors(calls: list, placeholders: list) -> list:
+    """Post-grad: the only mutation is ``copy_`` into a placeholder, once each, after every compute
+    node (views and getitems of the written inputs may follow it)."""
+    errors, written, epilogue = [], set(), False
+    for n in calls:
+        if n.target is torch.ops.aten.copy_.default:
+            epilogue = True
+            dst = n.args[0]
+            if dst not in placeholders:
+                errors.append(f"{n.name}: copy_ into {dst}, which is not a placeholder")
+            elif dst in written:
+                errors.append(f"{n.name}: a second copy_ into {dst.name}")
+            written.add(dst)
+        elif _mutable(n.target):
+            errors.append(f"{n.name}: {n.target} mutates, but post-grad graphs are functional but for the "
+                          f"copy_ epilogue")
+        elif epilogue and not (n.target is operator.getitem or _is_view(n.target)):
+            errors.append(f"{n.name}: {n.target} after the copy_ epilogue began (only views may follow it)")
+    return errors
+
+
+def _is_view(op) -> bool:
+    return isinstance(op, torch._ops.OpOverload) and op.is_view
+
+
+def _export_errors(gm: fx.GraphModule, calls: list, placeholders: list) -> list:
+    errors = []
+    for n in calls:
+        if _mutable(n.target):
+            errors.append(f"{n.name}: {n.target} mutates, but export graphs are functional")
+    sig = gm.meta.get("graph_signature")
+    if sig is None:
+        return errors + ["gm.meta['graph_signature'] is missing"]
+    if [s.arg.name for s in sig.input_specs] != [p.name for p in placeholders]:
+        errors.append("the signature's inputs are not the placeholders, in order")
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = list(output.args[0])
+    if len(sig.output_specs) != len(outs) or any(getattr(o, "name", None) != s.arg.name
+                                                 for o, s in zip(outs, sig.output_specs)
+                                                 if hasattr(s.arg, "name") and isinstance(o, fx.Node)):
+        errors.append("the signature's outputs are not the graph's outputs, in order")
+    return errors
+
+
+__all__ = ["ALIASES", "IRS", "check_ir", "convert", "ir_errors"]
