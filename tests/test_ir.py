@@ -115,14 +115,12 @@ def test_the_invariant_checker_catches_graphs_of_another_stage():
 
 
 def test_an_export_signature_that_does_not_match_its_graph_is_caught(drawn):
-    case = drawn[("export", False)][0]
+    case = next(c for c in drawn[("export", False)] if len(c.example_inputs) >= 2)
     gm = case.gm
     signature = gm.meta["graph_signature"]
     try:
-        gm.meta["graph_signature"] = type(signature)(signature.input_specs[::-1] + signature.input_specs[:0],
-                                                     signature.output_specs)
-        errors = ir_errors(gm, "export")
-        assert (len(signature.input_specs) < 2) or any("inputs are not the placeholders" in e for e in errors)
+        gm.meta["graph_signature"] = type(signature)(signature.input_specs[::-1], signature.output_specs)
+        assert any("inputs are not the placeholders" in e for e in ir_errors(gm, "export"))
         gm.meta["graph_signature"] = type(signature)(signature.input_specs, signature.output_specs + signature.output_specs)
         assert any("outputs are not the graph's outputs" in e for e in ir_errors(gm, "export"))
     finally:
