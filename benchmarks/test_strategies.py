@@ -58,3 +58,25 @@ def test_graph_cases_per_second(benchmark, name):
     benchmark.extra_info.update(cases_per_second=round(rate, 1),
                                 mean_call_nodes=round(result["nodes"] / result["cases"], 2),
                                 cases_per_round=N_CASES)
+
+
+# IR modes (issue 16): mutating graphs traced by a pipeline stage's tracer. Fewer cases per round
+# than the sweep above: export spends about 0.2 s a graph in run_decompositions().
+IR_CASES = {"post-grad": 60, "pre-dispatch": 60, "export": 15}
+
+
+@pytest.mark.parametrize("ir", IR_CASES)
+def test_ir_graph_cases_per_second(benchmark, ir):
+    torch.set_num_threads(1)
+    shared_fake_mode()
+    _draw_many(dict(max_nodes=12, mutations=True, ir=ir), 2)  # the tracer's one-off imports and set-up
+    result = {}
+
+    def run():
+        result.update(_draw_many(dict(max_nodes=12, mutations=True, ir=ir), IR_CASES[ir]))
+
+    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
+    assert result["cases"] == IR_CASES[ir]
+    benchmark.extra_info.update(cases_per_second=round(result["cases"] / result["seconds"], 1),
+                                mean_call_nodes=round(result["nodes"] / result["cases"], 2),
+                                cases_per_round=IR_CASES[ir])

@@ -109,9 +109,10 @@ _NO_METADATA_MUTATION = ("post-grad", "export")
 
 def convert(case, ir: str):
     """``case`` (a drawn aten ``GraphCase``) in ``ir``: its graph traced by the stage's tracer, its
-    buffers lifted to leading inputs. Calls ``hypothesis.reject()`` where the tracer cannot take it."""
-    from ._graphs import GraphCase
+    buffers lifted to leading inputs. Calls ``hypothesis.reject()`` where the tracer cannot take it,
+    or where the trace does not run (a stage may trace what eager cannot run: torch-facts section 10)."""
     from ._features import graph_features
+    from ._graphs import GraphCase, _rebuild
     from ._meta import attach_meta
 
     if ir == "aten":
@@ -123,22 +124,17 @@ def convert(case, ir: str):
     grad = torch.is_grad_enabled()
     try:
         with torch.random.fork_rng(devices=[]):
-            traced = _CONVERT[ir](case.gm, [b.clone() for b in buffers], case.fresh_inputs())
-    except Exception:  # noqa: BLE001 - a graph the stage's tracer cannot take: draw another
-        reject()
-    finally:
-        torch._C._set_grad_enabled(grad)
-    traced.meta["ir"] = ir
-    inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
-    try:  # the first run of the traced graph: a stage may trace what eager cannot run (section 10)
+            lifted = _rebuild(recipes)
+            traced = _CONVERT[ir](case.gm, lifted[:len(buffers)], lifted[len(buffers):])
+        traced.meta["ir"] = ir
         if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
-            attach_meta(traced, tuple(layout.apply(base.clone()) for base, layout in recipes))
-        features = graph_features(traced, tuple(layout.apply(base.clone()) for base, layout in recipes))
-    except Exception:  # noqa: BLE001
+            attach_meta(traced, _rebuild(recipes))
+        features = graph_features(traced, _rebuild(recipes))  # its first run
+    except Exception:  # noqa: BLE001 - a graph this stage cannot take: draw another
         reject()
     finally:
         torch._C._set_grad_enabled(grad)
-    return GraphCase(traced, inputs, features, recipes)
+    return GraphCase(traced, _rebuild(recipes), features, recipes)
 
 
 # --- invariants --------------------------------------------------------------------------------------

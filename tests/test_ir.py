@@ -132,7 +132,8 @@ def test_unknown_irs_are_usage_errors():
         graphs(ir="post_grad")
     with pytest.raises(UsageError, match="ir='torchscript'"):
         verify(lambda gm: gm, ir="torchscript", max_examples=1, repro_dir=None)
-    assert graphs(ir="core-aten") is not None  # export's other name
+    (case,) = _draw("core-aten", False, 1)  # export's other name
+    assert case.gm.meta["ir"] == "export" and "graph_signature" in case.gm.meta
 
 
 def drop_epilogue(gm):

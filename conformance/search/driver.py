@@ -18,8 +18,7 @@ import time
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
 
-from strategies import SIZES, Focus, InvalidArgument, graphs
-from strategies._ir import check_ir
+from strategies import SIZES, Focus, InvalidArgument, check_ir, graphs
 
 
 from .. import report as _report
