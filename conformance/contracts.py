@@ -143,6 +143,24 @@ def _no_input_as_output(ctx: ContractContext) -> list:
             for i, a in enumerate(flat) if isinstance(a, fx.Node) and a.op == "placeholder"]
 
 
+@register_contract("no-views", "no view op is left in the graph: every view became a copy (export's "
+                   "ReplaceViewOpsWithViewCopyOpsPass, Edge's view_copy IR)",
+                   allows_alias_removal=True)  # a view's copy necessarily ends the output's aliasing
+def _no_views(ctx: ContractContext) -> list:
+    """A view op is an ATen overload whose first return aliases an operand without writing it
+    (``view``, ``permute``, ``slice.Tensor``, ``alias``...); ``*_copy`` ops and getitem are not."""
+    errors = []
+    for gm in _graphs(ctx.after):
+        for node in gm.graph.nodes:
+            schema = getattr(node.target, "_schema", None)
+            if node.op != "call_function" or schema is None or not schema.returns or is_mutating_target(node):
+                continue
+            info = schema.returns[0].alias_info
+            if info is not None and not info.is_write:
+                errors.append(f"view op={node.target}, but should be none (a copy instead) [{node_label(gm, node)}]")
+    return errors
+
+
 def _pointwise_ops() -> frozenset:
     from strategies import OPS
 

@@ -343,6 +343,10 @@ def render_markdown(report: dict, plots: list, regressions: list, notes: list) -
         cols = ("passed", "failed", "skipped", "xfailed")
         lines += _table(["module", *cols], [[mod, *(c.get(k, 0) for k in cols)] for mod, c in conf["modules"].items()]
                         + [["total", *(conf["total"].get(k, 0) for k in cols)]])
+        if conf.get("known"):
+            lines += ["", "### Known findings and divergences (strict xfails: each fails the day torch changes it)", ""]
+            lines += _table(["test", "behaviour"], [[k["test"].split("/")[-1], k["reason"].replace("|", "\\|")]
+                                                    for k in conf["known"]])
     ratios = ratio_table(report)
     if ratios:
         providers = sorted({p for g in ratios.values() for p in g})
@@ -375,7 +379,8 @@ def render_html(markdown: str) -> str:
     def flush():
         if table:
             head, *body = [r for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
-            cells = lambda r: [c.strip() for c in r.strip().strip("|").split("|")]  # noqa: E731
+            cells = lambda r: [c.strip().replace("\\|", "|")  # noqa: E731 - a cell's own pipes are escaped
+                               for c in re.split(r"(?<!\\)\|", r.strip()[1:-1])]
             out.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cells(head)) + "</tr>"
                        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(r)) + "</tr>"
                                  for r in body) + "</table>")
@@ -390,6 +395,8 @@ def render_html(markdown: str) -> str:
             out.append(f"<h1>{html.escape(line[2:])}</h1>")
         elif line.startswith("## "):
             out.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("### "):
+            out.append(f"<h3>{html.escape(line[4:])}</h3>")
         elif line.startswith("> "):
             out.append(f"<blockquote>{html.escape(line[2:].strip('*'))}</blockquote>")
         elif line.startswith("- "):

@@ -40,6 +40,10 @@ def pytest_addoption(parser):
                     help="a context-manager factory --fx-pass runs inside (as fx-conformance verify --context)")
     group.addoption("--fx-focus", default="auto", metavar="auto|none|OPS",
                     help="what the graphs for --fx-pass draw more of (as fx-conformance verify --focus)")
+    group.addoption("--fx-ir", choices=("aten", "post-grad", "export", "core-aten", "pre-dispatch"), default="aten",
+                    help="the IR the graphs for --fx-pass are drawn in (as fx-conformance verify --ir)")
+    group.addoption("--fx-requires-grad", action="store_true", default=False,
+                    help="inputs and constants that require grad (as fx-conformance verify --requires-grad)")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,
                     help="exit 0, not 4, when --fx-pass changed none of the graphs")
 
@@ -131,6 +135,7 @@ class _Summary:
     def __init__(self, json_path=None, profile=None):
         self.counts = collections.defaultdict(collections.Counter)
         self.json_path, self.profile = json_path, profile
+        self.known = []  # the xfails: each a known divergence or finding, with the reason its mark gives
 
     def pytest_sessionfinish(self, session, exitstatus):
         if self.json_path:
@@ -142,7 +147,8 @@ class _Summary:
             total = {k: sum(c[k] for c in self.counts.values()) for k in columns}
             path = pathlib.Path(self.json_path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            doc = {"profile": self.profile, "modules": modules, "total": total, "exitstatus": int(exitstatus)}
+            doc = {"profile": self.profile, "modules": modules, "total": total, "exitstatus": int(exitstatus),
+                   "known": sorted(self.known, key=lambda k: k["test"])}
             path.write_text(json.dumps(doc, indent=2) + "\n")
 
     def pytest_runtest_logreport(self, report):
@@ -151,6 +157,8 @@ class _Summary:
             # An xfail is a known divergence (e.g. a torch bug the suite documents): its own column.
             outcome = "xfailed" if report.skipped and hasattr(report, "wasxfail") else report.outcome
             self.counts[module][outcome] += 1
+            if outcome == "xfailed":
+                self.known.append({"test": report.nodeid, "reason": report.wasxfail.removeprefix("reason: ")})
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter

@@ -15,7 +15,7 @@ from ._errors import InvalidArgument
 from ._features import FEATURES, graph_features
 from ._focus import Focus
 from ._graphs import SIZES, GraphCase, graphs
-from ._ir import IRS, check_ir, ir_errors
+from ._ir import IRS, check_ir, ir_errors, to_ir
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS, rows_named
 from ._seeds import SeedGraph
@@ -53,4 +53,5 @@ __all__ = [
     "rows_named",
     "special_floats",
     "tensors",
+    "to_ir",
 ]

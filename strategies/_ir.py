@@ -107,13 +107,56 @@ _CONVERT = {"post-grad": _post_grad, "export": _export, "pre-dispatch": _pre_dis
 _NO_METADATA_MUTATION = ("post-grad", "export")
 
 
+def to_ir(gm: fx.GraphModule, inputs, ir: str):
+    """``(gm, inputs)`` as the ``ir`` stage hands them to its passes: ``gm`` traced by that stage's
+    tracer (``gm`` itself is not changed), its buffers lifted to leading inputs. For hand-made graphs
+    (a finding's minimal graph, a repro); ``graphs(ir=...)`` draws through it. InvalidArgument when
+    the stage's tracer cannot take ``gm`` (post-grad and export want a tuple of outputs).
+
+    >>> import torch, torch.fx as fx
+    >>> gm = fx.symbolic_trace(lambda x: (torch.ops.aten.add_.Tensor(x, 1),))
+    >>> out, ins = to_ir(gm, (torch.zeros(2),), "post-grad")
+    >>> [n.target.__name__ for n in out.graph.nodes if n.op == "call_function"]
+    ['add.Tensor', 'copy_.default']
+    """
+    from ._meta import attach_meta
+
+    ir = check_ir(ir)
+    if ir == "aten":
+        return gm, tuple(inputs)
+    buffers = [b.clone() for _, b in gm.named_buffers()]
+    lifted = (*buffers, *(_exact_copy(t) for t in inputs))
+    grad = torch.is_grad_enabled()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            traced = _CONVERT[ir](gm, list(lifted[:len(buffers)]), lifted[len(buffers):])
+    except Exception as exc:  # noqa: BLE001 - the tracer's own error, said in one line
+        raise InvalidArgument(f"the {ir} tracer cannot take this graph: {type(exc).__name__}: "
+                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+    finally:
+        torch._C._set_grad_enabled(grad)
+    traced.meta["ir"] = ir
+    if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
+        attach_meta(traced, tuple(_exact_copy(t) for t in lifted))
+    return traced, tuple(_exact_copy(t) for t in lifted)
+
+
+def _exact_copy(t):
+    """A copy of ``t`` with its own storage and the same sizes, strides, offset and requires_grad
+    (``clone`` makes expanded and gapped tensors contiguous, and tracers see layouts)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    out = torch.empty(0, dtype=t.dtype, device=t.device)
+    out.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+    return out.requires_grad_() if t.requires_grad else out
+
+
 def convert(case, ir: str):
-    """``case`` (a drawn aten ``GraphCase``) in ``ir``: its graph traced by the stage's tracer, its
-    buffers lifted to leading inputs. Calls ``hypothesis.reject()`` where the tracer cannot take it,
-    or where the trace does not run (a stage may trace what eager cannot run: torch-facts section 10)."""
+    """``case`` (a drawn aten ``GraphCase``) in ``ir`` (``to_ir``). Calls ``hypothesis.reject()``
+    where the tracer cannot take it, or where the trace does not run (a stage may trace what eager
+    cannot run: torch-facts section 10)."""
     from ._features import graph_features
     from ._graphs import GraphCase, _rebuild
-    from ._meta import attach_meta
 
     if ir == "aten":
         return case
@@ -121,19 +164,11 @@ def convert(case, ir: str):
         reject()
     buffers = [b for _, b in case.gm.named_buffers()]
     recipes = tuple((b.clone(), Layout()) for b in buffers) + tuple(case.recipes)
-    grad = torch.is_grad_enabled()
     try:
-        with torch.random.fork_rng(devices=[]):
-            lifted = _rebuild(recipes)
-            traced = _CONVERT[ir](case.gm, lifted[:len(buffers)], lifted[len(buffers):])
-        traced.meta["ir"] = ir
-        if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
-            attach_meta(traced, _rebuild(recipes))
+        traced, _ = to_ir(case.gm, _rebuild(case.recipes), ir)
         features = graph_features(traced, _rebuild(recipes))  # its first run
     except Exception:  # noqa: BLE001 - a graph this stage cannot take: draw another
         reject()
-    finally:
-        torch._C._set_grad_enabled(grad)
     return GraphCase(traced, _rebuild(recipes), features, recipes)
 
 
@@ -214,4 +249,4 @@ def _export_errors(gm: fx.GraphModule, calls: list, placeholders: list) -> list:
     return errors
 
 
-__all__ = ["ALIASES", "IRS", "check_ir", "convert", "ir_errors"]
+__all__ = ["ALIASES", "IRS", "check_ir", "convert", "ir_errors", "to_ir"]

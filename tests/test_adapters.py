@@ -186,7 +186,7 @@ def test_an_inductor_pattern_table_is_a_pass_named_by_an_indexed_import_path():
     gm, inputs = linear_bias()
     verdict = check(target, gm, inputs)
     assert verdict.ok and "addmm" in verdict.graph_after and verdict.changed
-    gm, inputs = linear_bias(alpha=0.5)  # the table drops alpha (tests/test_real_pass_fire.py)
+    gm, inputs = linear_bias(alpha=0.5)  # the table drops alpha (conformance/suite/test_torch_passes.py)
     assert [v.property for v in check(target, gm, inputs).violations] == ["values"]
 
 
@@ -392,3 +392,31 @@ def test_a_bad_context_is_a_usage_error():
         check(needs_context, gm, inputs, context=lambda: 3)
     with pytest.raises(UsageError, match="is not callable"):
         load_pass(needs_context, context=3)
+
+
+def test_the_shipped_inductor_context_sets_the_fake_mode_and_eager_random_numbers():
+    """conformance.contexts:inductor: joint_graph_passes raises without V.fake_mode, and with it but
+    without fallback_random swaps aten.rand for Inductor's own generator (by design, not comparable)."""
+    from contextlib import contextmanager
+
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from strategies import to_ir
+
+    x = (torch.zeros(3),)
+    gm, inputs = to_ir(make_fx(lambda x: (torch.ops.aten.add.Tensor(torch.ops.aten.rand.default([3]), x),))(*x),
+                       x, "post-grad")
+    target = "torch._inductor.fx_passes.joint_graph:joint_graph_passes"
+    bare = check(target, gm, inputs)
+    assert [v.property for v in bare.violations] == ["execution"]
+
+    @contextmanager
+    def fake_mode_only(fake_mode):
+        with V.set_fake_mode(fake_mode):
+            yield
+
+    assert [v.property for v in check(target, gm, inputs, context=fake_mode_only).violations] == ["values"]
+    assert check(target, gm, inputs, context="conformance.contexts:inductor").ok
+    assert config.fallback_random is False  # restored

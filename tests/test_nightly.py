@@ -37,7 +37,8 @@ def _bench(scale=1.0, interpreter_scale=1.0, cpu="Test CPU"):
 
 
 CONFORMANCE = {"modules": {"conformance/suite/test_a.py": {"passed": 3, "failed": 0, "skipped": 1, "xfailed": 2}},
-               "total": {"passed": 3, "failed": 0, "skipped": 1, "xfailed": 2}, "exitstatus": 0}
+               "total": {"passed": 3, "failed": 0, "skipped": 1, "xfailed": 2}, "exitstatus": 0,
+               "known": [{"test": "conformance/suite/test_a.py::test_b[x]", "reason": "torch 2.13.0: a | b drops alpha"}]}
 
 
 def _write(tmp_path, name, doc):
@@ -64,7 +65,9 @@ def test_a_run_writes_json_markdown_html_plots_and_history(tmp_path):
             "conformance.png"} <= names
     md = (out / "report.md").read_text()
     assert "| add | f32 | 4096 | eager |" in md and "![gbps_vs_size.png](gbps_vs_size.png)" in md
-    assert "<table>" in (out / "report.html").read_text()
+    assert "| test_a.py::test_b[x] | torch 2.13.0: a \\| b drops alpha |" in md  # each finding, its pipe escaped
+    page = (out / "report.html").read_text()
+    assert "<table>" in page and "<td>torch 2.13.0: a | b drops alpha</td>" in page
     assert regressions == [] and "nothing to compare" in notes[0]
     assert len((tmp_path / "h.jsonl").read_text().splitlines()) == 1
 
@@ -115,12 +118,14 @@ def test_the_plugin_writes_conformance_counts_as_json(tmp_path):
     import sys
 
     test = tmp_path / "test_x.py"
-    test.write_text("import pytest\ndef test_a(): pass\n@pytest.mark.xfail(strict=True)\ndef test_b(): assert 0\n")
+    test.write_text("import pytest\ndef test_a(): pass\n@pytest.mark.xfail(strict=True, reason='torch: it drops alpha')\n"
+                    "def test_b(): assert 0\n")
     out = tmp_path / "c.json"
     subprocess.run([sys.executable, "-m", "pytest", str(test), "-q", "-p", "no:cacheprovider", "--fx-summary-json",
                     str(out), "--hypothesis-profile=ci"], capture_output=True, cwd=tmp_path, timeout=120)
     doc = json.loads(out.read_text())
     assert doc["total"] == {"passed": 1, "failed": 0, "skipped": 0, "xfailed": 1} and doc["profile"] == "ci"
+    assert doc["known"] == [{"test": "test_x.py::test_b", "reason": "torch: it drops alpha"}]
 
 
 def test_gpu_targets_are_evaluated_from_compiled_rows_only():

@@ -23,7 +23,6 @@ import torch
 import torch.fx as fx
 
 from conformance import check, verify
-from tests.graphs import linear_bias
 from tests.real_passes import MUTATING, REAL_PASSES
 
 aten = torch.ops.aten
@@ -228,14 +227,3 @@ def test_a_never_firing_pass_fires_through_its_adapter_on_what_it_needs(name):
     verdict = check(REAL_PASSES[name], fx.GraphModule(torch.nn.Module(), g), inputs)
     assert verdict.changed and not verdict.dead_code_only, f"{name} did not change\n{verdict.graph_after}"
     assert [v.property for v in verdict.violations] == FOUND_ON_NEEDS.get(name, []), str(verdict)
-
-
-def test_found_torch_bug_post_grad_addmm_pattern_drops_alpha():
-    """Inductor's post-grad pattern table 2 fuses add(mm(a, b), bias) into addmm(bias, a, b) and
-    drops add's ``alpha``: add(mm, bias, alpha=0.5) becomes addmm(bias, a, b), which adds the whole
-    bias. Found by ``fx-conformance verify tests.real_passes:post_grad_patterns_2 --seed 0
-    --max-examples 400`` (issue 15), the bug tests/passes/op_families.py plants by hand."""
-    gm, inputs = linear_bias(alpha=0.5)
-    verdict = check(REAL_PASSES["post_grad.pass_patterns[2]"], gm, inputs)
-    assert "addmm" in verdict.graph_after
-    assert [v.property for v in verdict.violations] == ["values"]

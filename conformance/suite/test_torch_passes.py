@@ -1,0 +1,281 @@
+"""Torch's own graph passes, each verified in the IR its pipeline stage hands it and in its own
+calling form, exactly as a user would run ``fx-conformance verify`` on them.
+
+- ``PASSES``: one row per pass: its import path, the IR (``strategies.IRS``), the graph kind, and
+  how it is called (``--pass-arg``, ``--context``; the form itself is detected: a pattern table, a
+  PassBase class, ``fn(gm, *sample_args)``...). ``test_torch_pass`` runs ``verify()`` on it: every
+  violation must be one that a row of ``FINDINGS`` names for that pass, and the pass must change
+  graphs (a verdict on a pass that never fired is not a verdict). A pass the generator never reaches
+  says why in its row, as a strict xfail on firing: the day it fires, the row must be updated.
+- ``FINDINGS``: what the suite found wrong in torch's passes, each minimised by hand to a small
+  program, traced into the pass's IR, and explained. ``test_finding_shows`` proves the program
+  still shows it (the checker catches it); ``test_finding_fixed`` is a strict xfail naming the
+  torch version and the behaviour, so a torch upgrade that fixes one turns the suite red until its
+  row is removed. The nightly report lists them (``fx-conformance run --fx-summary-json``).
+
+The search budget follows the Hypothesis profile (``ci``: 50 graphs per pass, seed 0).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from hypothesis import settings
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from conformance import check, verify
+from strategies import to_ir
+
+pytestmark = pytest.mark.conformance
+
+aten = torch.ops.aten
+TORCH = f"torch {torch.__version__.split('+')[0]}"
+PG = "torch._inductor.fx_passes.post_grad:"
+JG = "torch._inductor.fx_passes.joint_graph:"
+INDUCTOR = "conformance.contexts:inductor"
+
+
+# --- seed programs: what a pattern table exists for (verify(seed_graphs=...)) ------------------------
+
+
+def addmm_seeds():
+    """The post-grad mm patterns: ``mm`` then an add of a bias (``addmm``), and of a product (``mm_plus_mm``)."""
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
+    return [(lambda a, b, c: (torch.mm(a, b) + c,), (a, b, c)),
+            (lambda a, b, c: (torch.add(torch.mm(a, b), c, alpha=0.5),), (a, b, c))]
+
+
+def cse_seeds():
+    """A subexpression computed twice and read by one op: drawn duplicates are mostly outputs, which
+    fx_graph_cse rightly keeps apart (separate tensors in eager), so it changed 3% of drawn graphs."""
+    x, y = torch.randn(3, 4), torch.randn(4)
+    return [(lambda x, y: (torch.mul(torch.sin(x) + y, torch.sin(x) + y),), (x, y))]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One torch pass as its pipeline runs it."""
+
+    target: str
+    ir: str
+    graphs: str = "functional"
+    pass_kwargs: dict = field(default_factory=dict)
+    context: str | None = None
+    ensure: tuple = ()
+    properties: tuple | None = None
+    seeds: Callable | None = None
+    constants: bool = True
+    never_fires: str = ""  # why drawn graphs never reach it (a strict xfail on firing)
+    note: str = ""
+
+
+PASSES = {
+    # Inductor post-grad: AOTAutograd's inference graph, input mutations as a copy_ epilogue.
+    "post_grad.remove_noop_ops": Row(PG + "remove_noop_ops", "post-grad", "mutating"),
+    "post_grad.view_to_reshape": Row(PG + "view_to_reshape", "post-grad"),
+    "post_grad.reorder_for_locality": Row(PG + "reorder_for_locality", "post-grad"),
+    "post_grad.post_grad_passes": Row(PG + "post_grad_passes", "post-grad", "mutating",
+                                      pass_kwargs={"is_inference": True}, context=INDUCTOR),
+    "post_grad.pass_patterns[1]": Row(
+        PG + "pass_patterns[1]", "post-grad", seeds=addmm_seeds,
+        never_fires="its patterns (mm_plus_mm, cat/slice/cat, cumsum of full, mkldnn and quantized fusions) "
+                    "need max_autotune, a GPU, mkldnn or ops the catalog does not hold (docs/torch-facts.md "
+                    "section 9)"),
+    "post_grad.pass_patterns[2]": Row(PG + "pass_patterns[2]", "post-grad", seeds=addmm_seeds),
+    # Inductor joint-graph passes: the same decomposed graph, before the partitioner.
+    "joint_graph.joint_graph_passes": Row(JG + "joint_graph_passes", "post-grad", context=INDUCTOR),
+    "joint_graph.constant_fold_uniform_value": Row(JG + "constant_fold_uniform_value", "post-grad"),
+    "joint_graph.remove_redundant_views": Row(JG + "remove_redundant_views", "post-grad"),
+    "inductor.constant_folding.constant_fold": Row(
+        "torch._inductor.constant_folding:constant_fold", "post-grad",
+        never_fires="it folds only subgraphs of get_attr constants, and post-grad graphs have none: AOTAutograd "
+                    "lifts every buffer to a placeholder"),
+    "functorch.fx_graph_cse": Row("torch._functorch.compile_utils:fx_graph_cse", "post-grad", "mutating",
+                                  seeds=cse_seeds),
+    # Export passes: torch.export + run_decompositions(), the signature in gm.meta.
+    "export.constant_fold": Row(
+        "torch._export.passes.constant_folding:constant_fold", "export",
+        never_fires="export lifts buffers and constants to placeholders, so no node computes from get_attr "
+                    "constants alone"),
+    "export.ReplaceViewOpsWithViewCopyOpsPass": Row(
+        "torch._export.passes.replace_view_ops_with_view_copy_ops_pass:ReplaceViewOpsWithViewCopyOpsPass",
+        "export", ensure=("no-views",),
+        note="it turns views into *_copy ops by design, so an output that was a view of an input becomes a "
+             "copy: the no-views contract it establishes makes that the expected result"),
+    "export.replace_set_grad_with_hop_pass": Row(
+        "torch._export.passes.replace_set_grad_with_hop_pass:replace_set_grad_with_hop_pass", "export", "mutating",
+        never_fires="run_decompositions() leaves no _set_grad_enabled nodes in the graph for it to wrap"),
+    # torch.fx passes.
+    "fx.CSEPass": Row("torch.fx.passes.dialect.common.cse_pass:CSEPass", "pre-dispatch", "mutating", seeds=cse_seeds),
+    "fx.reinplace": Row("torch.fx.passes.reinplace:reinplace", "aten", constants=False,
+                        note="without constants: on a graph reading one it raises (a finding below), which "
+                             "would end every search at its first graph"),
+    "fx.legalize_graph": Row("torch.fx.passes.tools_common:legalize_graph", "aten"),
+    "fx.Graph.eliminate_dead_code": Row("torch.fx.graph:Graph.eliminate_dead_code", "aten", "mutating"),
+    "fx.split_const_subgraphs": Row("torch.fx.experimental.const_fold:split_const_subgraphs", "aten"),
+}
+
+
+# --- findings ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A way a torch pass is wrong, minimised: ``program`` (ATen ops, traced by make_fx, then into the
+    IR of each pass in ``passes``) shows a ``property`` violation whose message matches ``message``."""
+
+    passes: tuple
+    property: str
+    message: str  # a regular expression
+    program: Callable
+    inputs: Callable
+    behaviour: str
+
+    def matches(self, violation) -> bool:
+        return violation.property == self.property and re.search(self.message, violation.message) is not None
+
+    def graph(self, ir: str):
+        inputs = self.inputs()
+        return to_ir(make_fx(self.program)(*inputs), inputs, ir)
+
+
+def _constant_program():
+    c = torch.ones(3)
+    return lambda x: (torch.ops.aten.add.Tensor(x, c.clone()),)
+
+
+def _slice_of_a_constant():
+    c = torch.randn(3, 4)
+    return lambda x: (aten.add.Tensor(aten.slice.Tensor(c, 1, 0, 1), x),)
+
+
+def _dropout_then_rand_like(x):
+    dropped = aten.native_dropout.default(aten.scalar_tensor.default(0.0), 0.25, True)[0]
+    return (aten.rand_like.default(x), dropped)
+
+
+FINDINGS = {
+    "remove-noop-ops-returns-a-view-of-the-input": Finding(
+        ("post_grad.remove_noop_ops", "post_grad.post_grad_passes"), "aliasing", r"output\[\d+\] aliases input",
+        lambda x: (aten.clone.default(aten.permute.default(aten.clone.default(x), [1, 0])),),
+        lambda: (torch.randn(2, 3),),
+        "remove_noop_ops drops both clones of clone(permute(clone(x))), so the output is a view of the input: "
+        "it decides from meta['val'] storages, which its own first removal made stale. End to end, "
+        "torch.compile(lambda x: x.clone().t().clone())(x) returns a tensor on x's storage"),
+    "uniform-value-fold-drops-nan": Finding(
+        ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "values", "NaN",
+        lambda x: (aten.mul.Scalar(aten.rsqrt.default(x), 0),), lambda: (torch.tensor([-1.0, 2.0]),),
+        "the uniform-value folder folds x * 0 to a full of 0, dropping the NaN of rsqrt(-1) * 0 "
+        "(fixed upstream after 2.13: pytorch/pytorch#186281)"),
+    "remove-no-ops-returns-an-input": Finding(
+        ("joint_graph.joint_graph_passes",), "aliasing", r"output\[\d+\] aliases input",
+        lambda x, y: (aten.add.Tensor(aten.zeros_like.default(x), y),), lambda: (torch.randn(3), torch.randn(3)),
+        "remove_no_ops replaces zeros_like(x) + y by y itself: the output is the input object "
+        "(pytorch/pytorch#197893, open)"),
+    "addmm-pattern-drops-alpha": Finding(
+        ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
+        lambda a, b, c: (aten.add.Tensor(aten.mm.default(a, b), c, alpha=0.5),),
+        lambda: (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4)),
+        "the post-grad addmm pattern fuses add(mm(a, b), c, alpha=0.5) into addmm(c, a, b), adding all of c; "
+        "torch.compile(lambda a, b, c: torch.add(torch.mm(a, b), c, alpha=0.5)) on CPU returns mm + c"),
+    "reinplace-writes-into-a-broadcast-result": Finding(
+        ("fx.reinplace",), "validity", r"doesn't match the broadcast shape",
+        lambda x, y: (aten.add.Tensor(aten.abs.default(x), y),), lambda: (torch.randn(1), torch.randn(1, 1)),
+        "reinplace turns add(abs(x), y) into add_ (any out-of-place op into its in-place form) though y "
+        "broadcasts abs(x) to a bigger shape: the in-place op's result does not fit its operand, and it raises"),
+    "reinplace-raises-on-a-constant": Finding(
+        ("fx.reinplace",), "execution", "FakeTensor",
+        _constant_program(), lambda: (torch.randn(3),),
+        "reinplace fakeifies only the sample inputs, so a graph reading a get_attr tensor constant raises "
+        "'Please convert all Tensors to FakeTensors first'"),
+    "const-fold-keeps-the-view-strides-in-meta": Finding(
+        ("fx.split_const_subgraphs",), "validity", r"meta\['val'\].* stride=.*_fx_const_folded_attrs",
+        _slice_of_a_constant(), lambda: (torch.randn(3, 1),),
+        "split_const_subgraphs folds slice(c, 1, 0, 1) of a (3, 4) constant into an attribute stored as a "
+        "compact copy (strides (1, 1)), but its get_attr node keeps the slice's meta['val'] (strides (4, 1)): "
+        "a later pass that reads meta['val'] sees a layout the tensor does not have"),
+    "cse-pass-merges-random-ops": Finding(
+        ("fx.CSEPass",), "values", r"differ",
+        lambda x: (aten.rand_like.default(x), aten.rand_like.default(x)), lambda: (torch.zeros(3),),
+        "CSEPass() bans no op by default (banned_ops=None becomes an empty set though the module lists its "
+        "random ops in get_CSE_banned_ops()), so two rand_like draws on one tensor are merged into one"),
+    "legalize-graph-reorders-random-draws": Finding(
+        ("fx.legalize_graph",), "values", r"differ",
+        lambda x: _dropout_then_rand_like(x), lambda: (torch.zeros(()),),
+        "legalize_graph (a topological sort) moves a random op ahead of an earlier one it does not depend on, "
+        "so the two draw each other's numbers from the one generator"),
+}
+
+
+def _findings_of(name: str) -> list:
+    return [f for f in FINDINGS.values() if name in f.passes]
+
+
+def _check_finding(name: str, pass_name: str):
+    finding, row = FINDINGS[name], PASSES[pass_name]
+    gm, inputs = finding.graph(row.ir)
+    return finding, check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
+                          ensure=row.ensure)
+
+
+def _finding_params(strict_xfail: bool):
+    for name, finding in FINDINGS.items():
+        for pass_name in finding.passes:
+            marks = [pytest.mark.xfail(strict=True, reason=f"{TORCH}: {pass_name}: {finding.behaviour}")] \
+                if strict_xfail else []
+            yield pytest.param(name, pass_name, id=f"{name}-{pass_name}", marks=marks)
+
+
+@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=False)))
+def test_finding_shows(name, pass_name):
+    """The finding's program, in the pass's IR, still shows the violation its row names."""
+    finding, verdict = _check_finding(name, pass_name)
+    if finding.property != "execution":  # a pass that raised returned no graph to compare
+        assert verdict.changed, f"{pass_name} did not change the finding's graph:\n{verdict.graph_after}"
+    assert any(finding.matches(v) for v in verdict.violations), \
+        f"{pass_name}: expected {finding.property} /{finding.message}/, got {verdict}"
+
+
+@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=True)))
+def test_finding_fixed(name, pass_name):
+    """Fails while torch has the bug (a strict xfail): the day it passes, remove the finding's row."""
+    _, verdict = _check_finding(name, pass_name)
+    assert verdict.ok, "\n".join(f"{v.property}: {v.message}" for v in verdict.violations)
+
+
+# --- the search ---------------------------------------------------------------------------------------
+
+
+def _budget(ir: str):
+    """Graphs per pass and seed: twice the profile's examples (a quarter of that in export, whose
+    tracer costs 0.2 s a graph), seed 0 under a derandomized profile."""
+    profile = settings.default
+    n = 2 * profile.max_examples
+    return (max(10, n // 4) if ir == "export" else n), (0 if profile.derandomize else None)
+
+
+def _pass_params():
+    for name, row in PASSES.items():
+        marks = [pytest.mark.xfail(strict=True, reason=f"{TORCH}: never fires on drawn graphs: {row.never_fires}")] \
+            if row.never_fires else []
+        yield pytest.param(name, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("name", list(_pass_params()))
+def test_torch_pass(name):
+    """``name`` verified on drawn graphs in its IR: no violation but its known findings, and it fires."""
+    row = PASSES[name]
+    max_examples, seed = _budget(row.ir)
+    result = verify(row.target, ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None,
+                    context=row.context, ensure=row.ensure, properties=row.properties, seed_graphs=row.seeds,
+                    constants=row.constants,
+                    max_examples=max_examples, seed=seed, repro_dir=None, shrink=False, timeout=30)
+    known = _findings_of(name)
+    unknown = [v for v in result.violations if not any(f.matches(v) for f in known)]
+    assert not unknown, f"{name} ({row.ir} IR, seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
+        f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in unknown)
+    assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
