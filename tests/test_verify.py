@@ -331,6 +331,28 @@ def test_contracts_functional_and_no_input_as_output():
         check(lambda gm: gm, gm, (X, Y), ensure=["nope"])
 
 
+def _views_to_copies(gm):
+    """What export's ReplaceViewOpsWithViewCopyOpsPass does: permute -> permute_copy."""
+    for n in gm.graph.nodes:
+        if n.target is aten.permute.default:
+            n.target = aten.permute_copy.default
+            n.meta["val"] = n.meta["val"].contiguous()  # a copy is compact
+    gm.recompile()
+    return gm
+
+
+def test_contract_no_views():
+    gm = _graph(lambda g, x, y: [g.call_function(aten.permute.default, (x, [1, 0])), g.call_function(aten.alias.default, (y,))])
+    kept = check(lambda gm: gm, gm, (X, Y), ensure=["no-views"])
+    assert [v.property for v in kept.violations] == ["contracts:no-views"] * 2
+    assert "view op=aten.permute.default" in kept.violations[0].message
+    # the copies end output[0]'s aliasing of x0, which the contract allows; alias(y) is still a view
+    copied = check(_views_to_copies, gm, (X, Y), ensure=["no-views"])
+    assert [v.message.split(",")[0] for v in copied.violations] == ["view op=aten.alias.default"]
+    # without the contract, the lost aliasing (and output[0]'s strides) are violations
+    assert {"aliasing", "values"} <= _props(check(_views_to_copies, gm, (X, Y)))
+
+
 def _add_dead_neg(gm):
     out = next(n for n in gm.graph.nodes if n.op == "output")
     with gm.graph.inserting_before(out):
