@@ -45,7 +45,7 @@ def _verify(args) -> int:
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
-                        sizes=args.sizes, ir=args.ir, reporter=ConsoleReporter())
+                        sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -146,6 +146,10 @@ def _add_verify(sub) -> None:
                         "passes: post-grad (AOTAutograd inference: functional, input mutations a copy_ epilogue), "
                         "export/core-aten (torch.export + run_decompositions; the signature in "
                         "gm.meta['graph_signature']), pre-dispatch (make_fx(pre_dispatch=True))")
+    v.add_argument("--requires-grad", action="store_true",
+                   help="about half the floating inputs a graph does not write require grad, and floating "
+                        "constants are nn.Parameters: outputs' requires_grad and grad_fn must then match "
+                        "(aten and pre-dispatch IRs)")
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
     v.add_argument("--sizes", choices=("small", "large"), default="small",
                    help="large: some tensors of 4096-65536 elements and matmul dims over 64, past the size "

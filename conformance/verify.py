@@ -256,6 +256,8 @@ class _Run:
             # stop aliasing (a copy, e.g. no-input-as-output), the copy's layout is its own.
             copied = self.c.alias_removal_ok and storage_of(a) not in act_inputs
             message = compare_metadata(a, e, what, strides=storage_of(e) in inputs and not copied)
+            if message is None and isinstance(e, torch.Tensor):
+                message = _grad_state(a, e, what)
             if message is None and not isinstance(e, torch.Tensor):
                 message = compare_values(a, e, what)
             elif message is None and not bitwise_equal(a, e):
@@ -316,6 +318,18 @@ class _Run:
             elif removed and not self.c.alias_removal_ok:
                 self.violation("aliasing", f"output[{i}] aliases {_aliases(g)}, but should alias "
                                            f"{', '.join(removed)} too (as the original's does)")
+            else:
+                self._identity(i, exp_flat[i], exp_in, act_flat[i], act_in)
+
+    def _identity(self, i, e, exp_in, a, act_in):
+        """Where the original returns an input object itself, the result must too, not a view or an
+        alias of it: a caller may test ``out is x``, or change ``out``'s metadata and expect ``x``'s
+        to change with it (a contract that allows alias removal allows a copy)."""
+        was = next((j for j, t in enumerate(exp_in) if t is e), None)
+        if was is None or self.c.alias_removal_ok or act_in[was] is a:
+            return
+        self.violation("aliasing", f"output[{i}] is a new tensor object on input[{was}]'s storage, but should be "
+                                   f"input[{was}] itself (the original returns the input object)")
 
     def _idempotence(self, applied):
         again = self._apply(applied.gm, self.inputs)
@@ -340,6 +354,20 @@ class _Run:
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def _grad_state(a, e, what: str) -> str | None:
+    """The autograd state a caller sees: ``requires_grad``, and whether the output has a ``grad_fn``
+    (is part of a graph backward runs through) or is a leaf."""
+    if not isinstance(a, torch.Tensor):
+        return None
+    if a.requires_grad != e.requires_grad:
+        return f"{what} requires_grad={a.requires_grad}, but should be {e.requires_grad} (as the original's output)"
+    if (a.grad_fn is None) != (e.grad_fn is None):
+        got = "None" if a.grad_fn is None else type(a.grad_fn).__name__
+        want = "None (a leaf)" if e.grad_fn is None else f"a backward node ({type(e.grad_fn).__name__})"
+        return f"{what} grad_fn={got}, but should be {want}, as the original's output"
+    return None
 
 
 def _call(gm, inputs):

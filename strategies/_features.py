@@ -16,7 +16,7 @@ from ._ops import OPS
 FEATURES = (
     "view", "broadcast", "non-contiguous", "scalar-arg", "kwarg", "constant", "multiple-outputs",
     "input-as-output", "dead-code", "duplicate-subexpression", "reduction", "special-values",
-    "inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region",
+    "inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region", "requires-grad",
 )
 MUTATION_FEATURES = frozenset({"inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region"})
 
@@ -95,6 +95,8 @@ def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> fr
         found.add("special-values")
     if constants:
         found.add("constant")
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaf_tensors):
+        found.add("requires-grad")  # an input or a constant (an nn.Parameter) is a leaf that requires grad
 
     if record is None:
         rec = _Recorder(gm)

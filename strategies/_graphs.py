@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.fx as fx
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from . import _catalog as C
 from ._args import DrawContext, call_args
-from ._builder import MAX_NUMEL, MAX_NUMEL_LARGE, GraphBuilder, StepRejected, storage_key
+from ._builder import MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, storage_key
 from ._calls import CHAINS, Chain
 from ._draws import Weighted, choose, flag, integers, neutral_or_index
 from ._focus import Focus
@@ -81,8 +81,10 @@ class _Config:
     """The validated options of one ``graphs()`` call (a plain class, so its repr stays short)."""
 
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
-                 mutations, special_values, constants, focus=None, focus_rows=(), large=False, chains=()):
+                 mutations, special_values, constants, focus=None, focus_rows=(), large=False, chains=(),
+                 requires_grad=False):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.requires_grad = requires_grad
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.min_inputs, self.max_inputs = min_inputs, max_inputs
         self.mutations, self.special_values, self.constants = mutations, special_values, constants
@@ -159,7 +161,7 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
            constants: bool = True, focus=None, sizes: str = "small", random: bool = False,
-           ir: str = "aten") -> st.SearchStrategy:
+           ir: str = "aten", requires_grad: bool = False) -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -185,6 +187,10 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             "core-aten" (``torch.export`` + ``run_decompositions()``, the graph signature in
             ``gm.meta["graph_signature"]``), "pre-dispatch" (``make_fx(pre_dispatch=True)``).
             Outside "aten", module buffers are leading placeholders (and leading example inputs).
+        requires_grad: each floating input the graph does not write is, with chance 1/2, a leaf
+            that requires grad, and each floating constant an ``nn.Parameter``, so outputs carry
+            autograd state (``requires_grad``, ``grad_fn``) that a pass must keep. "aten" and
+            "pre-dispatch" only: post-grad graphs are inference graphs, and export lifts parameters.
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -201,11 +207,14 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     check_size_pair(min_inputs, max_inputs, "min_inputs", "max_inputs")
     check_int_range(max_inputs, "max_inputs", min_value=1)
     for name, value in (("views", views), ("mutations", mutations), ("special_values", special_values),
-                        ("constants", constants), ("random", random)):
+                        ("constants", constants), ("random", random), ("requires_grad", requires_grad)):
         check_bool(value, name)
     if sizes not in SIZES:
         raise InvalidArgument(f"sizes={sizes!r} must be one of {SIZES}")
     ir = check_ir(ir)
+    if requires_grad and ir not in ("aten", "pre-dispatch"):
+        raise InvalidArgument(f"requires_grad=True needs ir='aten' or 'pre-dispatch', not {ir!r}: post-grad graphs "
+                              f"are inference graphs (traced under no_grad) and export lifts parameters to inputs")
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
@@ -222,7 +231,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     cfg = _Config(rows, dtypes.map(_checked_dtype), leaf_shapes, min_nodes=min_nodes,
                   max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
-                  large=large, chains=_chains(rows))
+                  large=large, chains=_chains(rows), requires_grad=requires_grad)
     if ir == "aten":
         return _graph_cases(cfg)
     return _graph_cases(cfg).map(lambda case: convert(case, ir))
@@ -280,7 +289,54 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     gm.graph.lint()
     recipes = tuple(builder.recipes)
     inputs = _rebuild(recipes)  # only read by graph_features: it takes the builder's run, not a new one
-    return GraphCase(gm, inputs, graph_features(gm, inputs, builder.record), recipes)
+    features = graph_features(gm, inputs, builder.record)
+    if cfg.requires_grad:
+        recipes, features = _with_grad(draw, gm, recipes, features)
+        inputs = _rebuild(recipes)
+    return GraphCase(gm, inputs, features, recipes)
+
+
+def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset):
+    """``requires_grad=True``: each floating input the graph never writes is a leaf that requires
+    grad with chance 1/2, and each floating constant an ``nn.Parameter`` (``gm`` is changed in place).
+    Drawn after the steps, so the graph itself draws and shrinks as without. A graph that no longer
+    runs (an in-place op on a view of a leaf that requires grad, a metadata change of one) keeps none."""
+    written = _written_inputs(gm, recipes)
+    drawn = tuple((base, replace(layout, requires_grad=True))
+                  if base.is_floating_point() and i not in written and flag(draw) else (base, layout)
+                  for i, (base, layout) in enumerate(recipes))
+    params = [name for name, buf in gm.named_buffers() if buf.is_floating_point() and flag(draw)]
+    if not params and drawn == recipes:
+        return recipes, features
+    buffers = {name: gm.get_buffer(name) for name in params}
+    for name, buf in buffers.items():
+        del gm._buffers[name]
+        gm.register_parameter(name, torch.nn.Parameter(buf.clone()))
+    try:
+        _run_seeded(gm, _rebuild(drawn))
+    except Exception:  # noqa: BLE001 - see the docstring: the graph as drawn, without grad
+        for name, buf in buffers.items():
+            del gm._parameters[name]
+            gm.register_buffer(name, buf)
+        return recipes, features
+    return drawn, features | {"requires-grad"}
+
+
+def _written_inputs(gm: fx.GraphModule, recipes: tuple) -> set:
+    """The inputs one run of ``gm`` writes (their version counter moves; views share their base's)."""
+    inputs = _rebuild(recipes)
+    _run_seeded(gm, inputs)
+    return {i for i, t in enumerate(inputs) if t._version}
+
+
+def _run_seeded(gm: fx.GraphModule, inputs: tuple):
+    grad = torch.is_grad_enabled()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(RNG_SEED)
+            return gm(*inputs)
+    finally:
+        torch._C._set_grad_enabled(grad)
 
 
 @st.composite

@@ -193,8 +193,13 @@ class Layout:
     step: int = 1
     offset: int = 0  # strided: leading elements skipped along dim
     shape: tuple = ()  # expanded: the final shape
+    requires_grad: bool = False  # the drawn tensor is a leaf that requires grad (graphs(requires_grad=True))
 
     def apply(self, base: torch.Tensor) -> torch.Tensor:
+        t = self._view(base)
+        return t.requires_grad_() if self.requires_grad else t
+
+    def _view(self, base: torch.Tensor) -> torch.Tensor:
         if self.kind == "contiguous":
             return base
         if self.kind == "transposed":

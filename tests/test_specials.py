@@ -217,6 +217,6 @@ def test_the_plugin_module_judges_with_the_policy():
             return SimpleNamespace(gm=build(1, _mul_div), example_inputs=HUGE)
 
     put = verify_module.load_pass(to_clone)
-    module._check((put, (), False, "relaxed", None), Data(), "values")
+    module._check((put, (), None, "relaxed"), Data(), "values")
     with pytest.raises(AssertionError, match="the original overflows here"):
-        module._check((put, (), False, "strict", None), Data(), "values")
+        module._check((put, (), None, "strict"), Data(), "values")

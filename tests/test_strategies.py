@@ -49,7 +49,8 @@ def test_every_catalog_op_is_reachable(row):
 
 @pytest.mark.parametrize("feature", FEATURES)
 def test_every_feature_is_reachable(feature):
-    strategy = graphs(mutations=feature in MUTATION_FEATURES, special_values=feature == "special-values")
+    strategy = graphs(mutations=feature in MUTATION_FEATURES, special_values=feature == "special-values",
+                      requires_grad=feature == "requires-grad")
     find_any(strategy, lambda case: feature in case.features, max_examples=2000)
 
 

@@ -129,7 +129,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           ir: str = "aten", reporter=None) -> VerifyResult:
+           ir: str = "aten", requires_grad: bool = False, reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -164,6 +164,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             stage hands them to its passes: "post-grad", "export" (alias "core-aten"), "pre-dispatch".
             Outside "aten", module buffers are leading inputs; export graphs carry their signature
             in ``gm.meta["graph_signature"]``. The verdict names the IR.
+        requires_grad: about half the floating inputs a graph does not write require grad, and its
+            floating constants are ``nn.Parameter``s, so outputs carry autograd state; ``values``
+            then compares each output's ``requires_grad`` and ``grad_fn`` presence ("aten" and
+            "pre-dispatch" IRs only).
         seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
@@ -286,6 +290,9 @@ def _options(args: dict) -> dict:
         raise UsageError(str(exc)) from None
     if args["sizes"] not in SIZES:
         raise UsageError(f"sizes={args['sizes']!r}, but should be one of {', '.join(SIZES)}")
+    if args["requires_grad"] and ir not in ("aten", "pre-dispatch"):
+        raise UsageError(f"requires_grad needs ir aten or pre-dispatch, not {ir}: post-grad graphs are inference "
+                         f"graphs (traced under no_grad) and export lifts parameters to inputs")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
     device = args["device"]
@@ -296,7 +303,7 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["preserve"] = list(args["preserve"] or ())
@@ -349,7 +356,8 @@ class _Stream:
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found):
     strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"], ir=opts["ir"],
-                      constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True)
+                      constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
+                      requires_grad=opts["requires_grad"])
 
     def run_one(case) -> Verdict:
         if not isolate:

@@ -17,7 +17,7 @@ from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
 from conformance.search.focus import resolve_focus
 from conformance.verify import Checker
-from strategies import graphs
+from strategies import InvalidArgument, graphs
 
 pytestmark = pytest.mark.conformance
 
@@ -40,16 +40,21 @@ def fx_options(request):
         focus, _ = resolve_focus(config.getoption("fx_focus"), put, mutations=mutating, timeout=10.0)
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-focus: {exc}") from None
-    return put, tuple(config.getoption("fx_ensure")), mutating, config.getoption("fx_specials"), focus
+    try:
+        strategy = graphs(mutations=mutating, special_values=True, focus=focus, ir=config.getoption("fx_ir"),
+                          requires_grad=config.getoption("fx_requires_grad"))
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--fx-ir/--fx-requires-grad: {exc}") from None
+    return put, tuple(config.getoption("fx_ensure")), strategy, config.getoption("fx_specials")
 
 
 def _check(fx_options, data, prop):
-    put, ensure, mutating, specials, focus = fx_options
+    put, ensure, strategy, specials = fx_options
     # The contracts go to every checker, as in `fx-conformance verify`: what they allow (an input
     # returned as a copy with its own layout, say) holds for every property; each test then judges
     # its own property (and execution, which any test may hit first).
     checker = Checker(put, properties=[prop], ensure=ensure, specials=specials)
-    case = data.draw(graphs(mutations=mutating, special_values=True, focus=focus), label="graph")
+    case = data.draw(strategy, label="graph")
     verdict = checker.check(case.gm, case.example_inputs)
     record_fire(verdict)
     mine = [v for v in verdict.violations if v.property == EXECUTION or v.property.split(":")[0] == prop]
