@@ -97,6 +97,7 @@ class VerifyResult:
     interrupted: bool = False
     isolated: bool = False  # examples ran in subprocesses (asked for, or after a crash)
     focus: dict = field(default_factory=dict)  # what trigger discovery found and how the search used it
+    known: list = field(default_factory=list)  # violations verify(known=) accepted: one per distinct first line
 
     @property
     def ok(self) -> bool:

@@ -205,6 +205,7 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     for node, new in env.items():
         new.args, new.kwargs = fx.map_arg(node.args, lookup), fx.map_arg(node.kwargs, lookup)
     root = torch.nn.Module()
+    root.training = gm.training  # the graph's own mode (not its submodules': each keeps its own)
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             _copy_attr(gm, root, node.target)

@@ -141,7 +141,7 @@ def _add_verify(sub) -> None:
     v.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed at the end)")
     v.add_argument("--graphs", choices=("functional", "mutating"), default="functional",
                    help="functional (default) or mutating: adds in-place ops, input and view mutation, grad regions")
-    v.add_argument("--ir", choices=("aten", "post-grad", "export", "core-aten", "pre-dispatch"), default="aten",
+    v.add_argument("--ir", choices=("aten", "post-grad", "export", "core-aten", "pre-dispatch", "torch"), default="aten",
                    help="the form graphs are drawn in: aten (default), or as a pipeline stage hands them to its "
                         "passes: post-grad (AOTAutograd inference: functional, input mutations a copy_ epilogue), "
                         "export/core-aten (torch.export + run_decompositions; the signature in "

@@ -444,6 +444,8 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
             for node in ref.graph.nodes:
                 if node.op == "get_attr":
                     _upcast_attr(ref, node.target)
+                elif node.op == "call_module":  # a torch-IR layer: its floating parameters and buffers
+                    ref.get_submodule(node.target).to(upcast_to)
         ref_inputs = restorage(inputs, float_dtype=upcast_to)
         dtypes = {}
 
@@ -462,13 +464,20 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
 
 
 def tensor_constants(gm: fx.GraphModule) -> dict:
-    """``{target: tensor}`` for the tensors the graph's ``get_attr`` nodes read (module state a run may write)."""
+    """``{target: tensor}`` for the tensors the graph's ``get_attr`` nodes read and the buffers of the
+    modules its ``call_module`` nodes run (module state a run may write: a train-mode batch norm's
+    running statistics)."""
     found = {}
     for node in gm.graph.nodes:
         if node.op == "get_attr" and node.target not in found:
             value = attr_or_none(gm, node.target)
             if isinstance(value, torch.Tensor):
                 found[node.target] = value
+        elif node.op == "call_module":
+            module = attr_or_none(gm, node.target)
+            if isinstance(module, torch.nn.Module):
+                for name, buf in module.named_buffers():
+                    found.setdefault(f"{node.target}.{name}", buf)
     return found
 
 

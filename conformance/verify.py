@@ -380,7 +380,7 @@ def _call(gm, inputs):
 def _pristine(gm: fx.GraphModule) -> fx.GraphModule:
     """``gm``, or a snapshot of it when it reads constants: a graph may write to its own constants,
     and the original's run must leave them as they were for the pass's copy (and the caller)."""
-    if any(n.op == "get_attr" for n in gm.graph.nodes):
+    if any(n.op in ("get_attr", "call_module") for n in gm.graph.nodes):  # a module's buffers too
         return snapshot(gm)
     return gm
 

@@ -187,6 +187,10 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             "core-aten" (``torch.export`` + ``run_decompositions()``, the graph signature in
             ``gm.meta["graph_signature"]``), "pre-dispatch" (``make_fx(pre_dispatch=True)``).
             Outside "aten", module buffers are leading placeholders (and leading example inputs).
+            "torch": torch-level graphs, ``fx.symbolic_trace`` of a drawn ``nn.Module`` (layers
+            as ``call_module``, ``torch.nn.functional`` and methods; ``_torch_ir.py``), for
+            pre-grad and module-level passes; of the other options only ``max_nodes`` (the
+            layers) and ``special_values`` apply, and their parameters always require grad.
         requires_grad: each floating input the graph does not write is, with chance 1/2, a leaf
             that requires grad, and each floating constant an ``nn.Parameter``, so outputs carry
             autograd state (``requires_grad``, ``grad_fn``) that a pass must keep. "aten" and
@@ -212,6 +216,8 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if sizes not in SIZES:
         raise InvalidArgument(f"sizes={sizes!r} must be one of {SIZES}")
     ir = check_ir(ir)
+    if ir == "torch":
+        return _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values)
     if requires_grad and ir not in ("aten", "pre-dispatch"):
         raise InvalidArgument(f"requires_grad=True needs ir='aten' or 'pre-dispatch', not {ir!r}: post-grad graphs "
                               f"are inference graphs (traced under no_grad) and export lifts parameters to inputs")
@@ -235,6 +241,18 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if ir == "aten":
         return _graph_cases(cfg)
     return _graph_cases(cfg).map(lambda case: convert(case, ir))
+
+
+def _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values):
+    from ._torch_ir import torch_graph_cases
+
+    # random is allowed: a train-mode module's dropout draws (every run starts from RNG_SEED's state)
+    unused = [name for name, value in (("ops", ops), ("mutations", mutations), ("focus", focus),
+                                       ("requires_grad", requires_grad)) if value]
+    if unused or sizes != "small":
+        raise InvalidArgument(f"ir='torch' draws nn.Modules, which {', '.join(unused or ['sizes'])} cannot shape: "
+                              f"leave them at their defaults (its parameters always require grad)")
+    return torch_graph_cases(max_layers=max_nodes, special_values=special_values)
 
 
 @st.composite

@@ -17,6 +17,8 @@ so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has 
   are leading placeholders.
 - ``pre-dispatch``: ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to
   placeholders: in-place ops, CompositeImplicit ops and ``_set_grad_enabled`` nodes kept.
+- ``torch``: not a conversion: ``fx.symbolic_trace`` of a drawn ``nn.Module`` (``_torch_ir.py``),
+  what pre-grad and module-level passes take (``call_module``, ``torch.nn.functional``, methods).
 
 The conversion is a function of the drawn graph, so a converted case shrinks with it. A graph the
 stage's tracer cannot take is rejected (Hypothesis draws another): graphs that change an input's
@@ -36,7 +38,7 @@ from hypothesis import reject
 from ._errors import InvalidArgument
 from ._tensors import Layout
 
-IRS = ("aten", "post-grad", "export", "pre-dispatch")
+IRS = ("aten", "post-grad", "export", "pre-dispatch", "torch")
 ALIASES = {"core-aten": "export"}
 
 
@@ -122,6 +124,9 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
     from ._meta import attach_meta
 
     ir = check_ir(ir)
+    if ir == "torch":
+        raise InvalidArgument("ir='torch' graphs are traced from nn.Modules (fx.symbolic_trace), not converted "
+                              "from ATen graphs")
     if ir == "aten":
         return gm, tuple(inputs)
     buffers = [b.clone() for _, b in gm.named_buffers()]
@@ -187,6 +192,10 @@ def _mutable(op) -> bool:
 def ir_errors(gm: fx.GraphModule, ir: str) -> list:
     """What in ``gm`` breaks the invariants of ``ir`` (empty when none): one line per problem."""
     ir = check_ir(ir)
+    if ir == "torch":
+        from ._torch_ir import torch_ir_errors
+
+        return torch_ir_errors(gm)
     errors = []
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

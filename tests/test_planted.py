@@ -142,3 +142,16 @@ def test_no_shrink_reports_the_first_counterexample_as_found(tmp_path):
     shrunk = verify(_abs_to_neg, max_examples=60, seed=3, repro_dir=None)
     assert shrunk.shrink_runs > 0 and shrunk.violations[0].example == fast.violations[0].example
     assert shrunk.violations[0].graph_before.count("\n") <= fast.violations[0].graph_before.count("\n")
+
+
+def test_known_violations_are_recorded_and_the_search_goes_on_past_them():
+    """verify(known=): an accepted violation (a finding already filed) no longer ends the search, so
+    a second bug behind it is still found; without known= the first one ends it."""
+    first = verify(_abs_to_neg, max_examples=60, seed=3, shrink=False, repro_dir=None)
+    assert not first.ok and first.examples < 60
+    known = verify(_abs_to_neg, max_examples=60, seed=3, shrink=False, repro_dir=None,
+                   known=lambda v: v.property == "values" and "differ" in v.message)
+    assert known.ok and known.examples == 60 and known.known
+    assert all(v.property == "values" for v in known.known)
+    # a known predicate that accepts nothing changes nothing
+    assert not verify(_abs_to_neg, max_examples=60, seed=3, shrink=False, repro_dir=None, known=lambda v: False).ok

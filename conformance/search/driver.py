@@ -81,6 +81,7 @@ class _Found:
         self.shrink_runs = 0
         self.timeouts = 0
         self.interrupted = False
+        self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
 
     @property
     def examples(self) -> int:
@@ -106,6 +107,10 @@ class _Found:
         state["best"] = {p: (size, v, None) for p, (size, v, _) in self.best.items()}
         return state
 
+    def add_known(self, violations: list) -> None:
+        for v in violations:
+            self.known.setdefault((v.property, v.message.splitlines()[0]), v)
+
     def add(self, verdict: Verdict, case, size) -> list:
         new = []
         for v in verdict.violations:
@@ -129,7 +134,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           ir: str = "aten", requires_grad: bool = False, reporter=None) -> VerifyResult:
+           ir: str = "aten", requires_grad: bool = False, known=None, reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -168,6 +173,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             floating constants are ``nn.Parameter``s, so outputs carry autograd state; ``values``
             then compares each output's ``requires_grad`` and ``grad_fn`` presence ("aten" and
             "pre-dispatch" IRs only).
+        known: ``fn(violation) -> bool``, violations already known (a finding being fixed upstream, a
+            documented limit): each is recorded once in ``result.known`` and the search goes on, so
+            they do not hide the ones not known; ``ok`` is about the others only.
         seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
@@ -192,6 +200,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
     seed = random.getrandbits(32) if seed is None else int(seed)
     seeds = resolve_seed_graphs(seed_graphs)
+    if opts["ir"] == "torch":  # focus and seeds are ATen ops and programs; torch-IR graphs are modules
+        if (focus not in ("auto", "none", None)) or seeds:
+            raise UsageError("focus ops and seed graphs are ATen-level; ir=torch draws nn.Modules (use focus none)")
+        focus = "none"
     focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
     if seeds:
         focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
@@ -203,7 +215,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     t0 = time.monotonic()
     stream = _Stream(result, json)
     run = functools.partial(_run, checker, put, opts, focus_obj, seed, max_examples, workers, repro_dir, reporter,
-                            stream)
+                            stream, known=known)
     found, crashed = run(isolate)
     if crashed and not isolate:
         reporter.note(f"the pass crashed the interpreter ({crashed}); running again with every example isolated")
@@ -226,13 +238,13 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     return result
 
 
-def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate):
+def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate, known=None):
     """One search (or ``workers`` merged searches): ``(found, crash description or None)``."""
 
     def search(i, budget, make_events):
         found = _Found()
         try:
-            _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found)
+            _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found, known)
         except KeyboardInterrupt:
             found.interrupted = True
         _write_repros(found, put, opts, repro_dir)
@@ -261,6 +273,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
     for f in founds:
         merged.runs += f.runs
         merged.shrink_runs += f.shrink_runs
+        merged.add_known(list(f.known.values()))
         for p, (size, v, _) in f.best.items():
             if p not in merged.best or size < merged.best[p][0]:
                 merged.best[p] = (size, v, None)
@@ -269,6 +282,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
 
 def _fill(result: VerifyResult, found: _Found) -> None:
     result.examples, result.shrink_runs = found.examples, found.shrink_runs
+    result.known = list(found.known.values())
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
 
 
@@ -290,6 +304,9 @@ def _options(args: dict) -> dict:
         raise UsageError(str(exc)) from None
     if args["sizes"] not in SIZES:
         raise UsageError(f"sizes={args['sizes']!r}, but should be one of {', '.join(SIZES)}")
+    if ir == "torch" and (args["graphs"] == "mutating" or args["sizes"] != "small" or args["requires_grad"]):
+        raise UsageError("ir=torch draws nn.Modules traced by fx.symbolic_trace: --graphs mutating, --sizes large "
+                         "and --requires-grad do not apply (their parameters always require grad)")
     if args["requires_grad"] and ir not in ("aten", "pre-dispatch"):
         raise UsageError(f"requires_grad needs ir aten or pre-dispatch, not {ir}: post-grad graphs are inference "
                          f"graphs (traced under no_grad) and export lifts parameters to inputs")
@@ -354,7 +371,7 @@ class _Stream:
             self.last = time.monotonic()
 
 
-def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found):
+def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None):
     strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"], ir=opts["ir"],
                       constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
                       requires_grad=opts["requires_grad"])
@@ -385,6 +402,9 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             v.graph_before = case.gm.code.strip()
             v.graph_after = verdict.graph_after
             v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
+        if known is not None:  # accepted: recorded, and the search goes on
+            found.add_known([v for v in verdict.violations if known(v)])
+            verdict.violations = [v for v in verdict.violations if not known(v)]
         new = found.add(verdict, case, _size(case))
         events.example(verdict, new)
         if timed_out:
