@@ -331,6 +331,29 @@ def test_contracts_functional_and_no_input_as_output():
         check(lambda gm: gm, gm, (X, Y), ensure=["nope"])
 
 
+def test_a_wrong_meta_val_the_original_already_had_is_not_the_pass_s():
+    """A tracer's fake tensors can disagree with eager about strides (AOTAutograd's clone of an
+    expanded view: docs/torch-facts.md section 11): a pass that keeps that meta['val'] is not
+    flagged; one that makes another node's wrong still is."""
+    from strategies import attach_meta
+
+    gm = attach_meta(_graph(lambda g, x, y: [g.call_function(aten.mul.Tensor, (g.call_function(aten.neg.default, (x,)), y))]),
+                     (X, Y))
+    for n in gm.graph.nodes:
+        if n.target == aten.neg.default:
+            n.meta["val"] = n.meta["val"].to(torch.float16)  # wrong before any pass
+    assert check(lambda gm: gm, gm, (X, Y)).ok
+
+    def stale_mul(gm):
+        for n in gm.graph.nodes:
+            if n.target == aten.mul.Tensor:
+                n.meta["val"] = n.meta["val"].to(torch.float16)
+        return gm
+
+    v = check(stale_mul, gm, (X, Y))
+    assert [m.message.split(" [")[1][:19] for m in v.violations] == ["node 3 %mul_tensor:"]
+
+
 def _views_to_copies(gm):
     """What export's ReplaceViewOpsWithViewCopyOpsPass does: permute -> permute_copy."""
     for n in gm.graph.nodes:

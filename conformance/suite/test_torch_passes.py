@@ -211,6 +211,20 @@ FINDINGS = {
         lambda x, y: (aten.add.Tensor(aten.abs.default(x), y),), lambda: (torch.randn(1), torch.randn(1, 1)),
         "reinplace turns add(abs(x), y) into add_ (any out-of-place op into its in-place form) though y "
         "broadcasts abs(x) to a bigger shape: the in-place op's result does not fit its operand, and it raises"),
+    "reinplace-keeps-the-out-of-place-meta": Finding(
+        ("fx.reinplace",), "validity", r"meta\['val'\].* stride=.*_\.",
+        lambda x, y: (aten.mul.Tensor(aten.select_scatter.default(x, y, 0, 0), 2.0),),
+        lambda: (torch.randn(4)[::2], torch.randn(())),
+        "reinplace turns mul(t, 2) into mul_(t, 2) and keeps the out-of-place node's meta['val'] (a new "
+        "contiguous tensor), but mul_ returns t itself: where t is not contiguous (select_scatter of a "
+        "strided input keeps its stride 2) the meta's strides are wrong"),
+    "inductor-reinplace-keeps-the-out-of-place-meta": Finding(
+        ("post_grad.post_grad_passes",), "validity", r"meta\['val'\].* stride=.*index_put_",
+        lambda v, x, i: (aten.index_put_.default(x, [i], v),),
+        lambda: (torch.tensor(1.0), torch.randn(4)[::2], torch.tensor([1])),
+        "Inductor's reinplace_inplaceable_ops turns index_put(x, ...) + the epilogue's copy_ into "
+        "index_put_(x, ...) and keeps the out-of-place node's meta['val'] (contiguous), but the node now "
+        "returns x itself: for a strided input (stride 2) the meta's strides are wrong"),
     "reinplace-raises-on-a-constant": Finding(
         ("fx.reinplace",), "execution", "FakeTensor",
         _constant_program(), lambda: (torch.randn(3),),
@@ -314,15 +328,22 @@ def _pass_params():
         yield pytest.param(name, id=name, marks=marks)
 
 
+def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
+    """``verify()`` on pass ``name`` exactly as its row says (scripts/torch_passes_table.py too)."""
+    row = PASSES[name]
+    options = dict(ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None, context=row.context,
+                   ensure=row.ensure, properties=row.properties, seed_graphs=row.seeds, constants=row.constants,
+                   known=known_for(name), focus="none" if row.ir == "torch" else "auto", max_examples=max_examples,
+                   seed=seed, repro_dir=None, shrink=False, timeout=30)
+    return verify(row.target, **{**options, **overrides})
+
+
 @pytest.mark.parametrize("name", list(_pass_params()))
 def test_torch_pass(name):
     """``name`` verified on drawn graphs in its IR: no violation but its known findings, and it fires."""
     row = PASSES[name]
     max_examples, seed = _budget(row.ir)
-    result = verify(row.target, ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None,
-                    context=row.context, ensure=row.ensure, properties=row.properties, seed_graphs=row.seeds,
-                    constants=row.constants, known=known_for(name), focus="none" if row.ir == "torch" else "auto",
-                    max_examples=max_examples, seed=seed, repro_dir=None, shrink=False, timeout=30)
+    result = verify_row(name, max_examples, seed)
     assert result.ok, f"{name} ({row.ir} IR, seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
         f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in result.violations)
     assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
