@@ -318,3 +318,18 @@ def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_pat
     assert 'name="specials" value="relaxed"' in junit.read_text()
     bad = _cli("verify", f"{passes}:identity", "--specials", "loose")
     assert bad.returncode == 2 and "invalid choice: 'loose'" in bad.stderr
+
+
+def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path):
+    """--ir torch draws modules (NormalizeArgs, an fx.Transformer, rewrites every one of them);
+    options that cannot shape a module, and --requires-grad outside aten/pre-dispatch, are exit 2."""
+    r = _cli("verify", "torch.fx.experimental.normalize:NormalizeArgs", "--ir", "torch", "--max-examples", "12",
+             "--seed", "0", "--repro-dir", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ir=torch" in r.stdout and "OK: no counterexample in 12 torch graphs" in r.stdout
+    for extra in (["--ir", "torch", "--graphs", "mutating"], ["--ir", "export", "--requires-grad"]):
+        r = _cli("verify", "torch.fx.experimental.normalize:NormalizeArgs", *extra, "--max-examples", "2")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    r = _cli("verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad", "--max-examples", "20",
+             "--seed", "0", "--repro-dir", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
