@@ -58,6 +58,23 @@ def cse_seeds():
     return [(lambda x, y: (torch.mul(torch.sin(x) + y, torch.sin(x) + y),), (x, y))]
 
 
+def uniform_seeds():
+    """What the uniform-value folder is for: arithmetic on a tensor of one value (``full``, the
+    ``*_like`` factories)."""
+    x = torch.randn(3, 4)
+    return [(lambda x: (torch.ones_like(x) * 3 + x,), (x,)),
+            (lambda x: (torch.full((3, 4), 2.0) - torch.zeros_like(x).exp(),), (x,))]
+
+
+def view_dtype_seeds():
+    """What remove_redundant_views is for: a second ``view.dtype`` of a tensor to a dtype it was
+    already viewed as (here its own)."""
+    x = torch.randn(3, 4)
+    return [(lambda x: (x.view(torch.int32).view(torch.float32) + 1,), (x,)),
+            (lambda x: (x.view(torch.int32) + 1, x.view(torch.int32) * 2),
+             (x,))]
+
+
 @dataclass(frozen=True)
 class Row:
     """One torch pass as its pipeline runs it."""
@@ -91,8 +108,9 @@ PASSES = {
     "post_grad.pass_patterns[2]": Row(PG + "pass_patterns[2]", "post-grad", seeds=addmm_seeds),
     # Inductor joint-graph passes: the same decomposed graph, before the partitioner.
     "joint_graph.joint_graph_passes": Row(JG + "joint_graph_passes", "post-grad", context=INDUCTOR),
-    "joint_graph.constant_fold_uniform_value": Row(JG + "constant_fold_uniform_value", "post-grad"),
-    "joint_graph.remove_redundant_views": Row(JG + "remove_redundant_views", "post-grad"),
+    "joint_graph.constant_fold_uniform_value": Row(JG + "constant_fold_uniform_value", "post-grad",
+                                                   seeds=uniform_seeds),
+    "joint_graph.remove_redundant_views": Row(JG + "remove_redundant_views", "post-grad", seeds=view_dtype_seeds),
     "inductor.constant_folding.constant_fold": Row(
         "torch._inductor.constant_folding:constant_fold", "post-grad",
         never_fires="it folds only subgraphs of get_attr constants, and post-grad graphs have none: AOTAutograd "
