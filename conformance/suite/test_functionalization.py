@@ -40,11 +40,19 @@ def _budget():
     return 4 * profile.max_examples, (0 if profile.derandomize else None)
 
 
+def _documented_limit(violation) -> bool:
+    """What functionalize refuses by design, with a LoweringError that says so: a storage written
+    through one dtype and read through another (``view.dtype`` of written memory). Accepted, so a
+    dev-profile run that draws one goes on searching (make conformance found one)."""
+    return violation.property == "execution" and "LoweringError" in violation.message and \
+        "reinterpretation of written memory is not supported" in violation.message
+
+
 def test_functionalized_programs_are_functional_and_equivalent():
     max_examples, seed = _budget()
     result = verify(functionalize_pass, graphs="mutating", max_examples=max_examples, seed=seed,
                     ensure=["functional"], properties=["validity", "values", "mutations", "aliasing", "determinism"],
-                    timeout=30)
+                    timeout=30, known=_documented_limit)
     assert result.ok, "\n\n".join(f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}"
                                   for v in result.violations) + f"\n(seed {result.seed})"
     assert not result.vacuous, f"{result.fire_text}: no counterexample, but nothing verified (seed {result.seed})"

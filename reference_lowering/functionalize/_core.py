@@ -74,6 +74,7 @@ class Walk:
         self.flat = {}  # storage key -> emitted 1-D node of the whole storage (written storages)
         self.flat_len = {}  # storage key -> its flat's length
         self.flat_dtype = {}  # storage key -> its flat's dtype
+        self.dtypes = {}  # storage key -> the dtypes its values were seen as (view.dtype adds one)
         self.witness = {}  # storage key -> an emitted node on that storage with current data
         self.replays = {}  # (key, version, metadata) -> emitted as_strided node
         self.callers = {}  # storage key -> [(source node, metadata before)] of placeholders and constants
@@ -92,6 +93,8 @@ class Walk:
         for t in _tensors(value):
             k = _key(t)
             self.version.setdefault(k, 0)
+            self.dtypes.setdefault(k, set()).add(t.dtype)
+            self.one_dtype_if_written(k)
         if isinstance(value, torch.Tensor):
             k = _key(value)
             self.defined[node] = (self.version[k], _meta(value))
@@ -152,8 +155,18 @@ class Walk:
         size, stride, offset = _meta(target)
         flat = self.flat_of(target)
         k = _key(target)
+        self.dtypes.setdefault(k, set()).add(target.dtype)
+        self.one_dtype_if_written(k, writing=True)
         self.flat[k] = self.emit(aten.as_strided_scatter.default, flat, new, list(size), list(stride), offset)
         self.version[k] += 1
+
+    def one_dtype_if_written(self, k, writing: bool = False) -> None:
+        """Refuse a written storage seen as two dtypes (a ``view.dtype`` alias read after a write would
+        be replayed in the flat's dtype, a wrong result), before any wrong graph is emitted."""
+        if (writing or self.version.get(k, 0)) and len(self.dtypes.get(k, ())) > 1:
+            names = ", ".join(sorted(str(d).removeprefix("torch.") for d in self.dtypes[k]))
+            raise LoweringError(f"a storage written as one dtype is also used as another ({names}): "
+                                f"view(dtype) reinterpretation of written memory is not supported")
 
     # --- the walk ------------------------------------------------------------------------------
     def run(self):
