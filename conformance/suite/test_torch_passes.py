@@ -161,9 +161,16 @@ class Finding:
     program: Callable
     inputs: Callable
     behaviour: str
+    # other ways a search meets the same bug: (property, message regex, regex the graph before the
+    # pass must match, or None)
+    also: tuple = ()
 
     def matches(self, violation) -> bool:
-        return violation.property == self.property and re.search(self.message, violation.message) is not None
+        if violation.property == self.property and re.search(self.message, violation.message):
+            return True
+        return any(violation.property == prop and re.search(message, violation.message)
+                   and (before is None or re.search(before, violation.graph_before or ""))
+                   for prop, message, before in self.also)
 
     def graph(self, ir: str):
         """The program in ``ir``: for "torch" it is a factory of an ``nn.Module`` (symbolic_trace)."""
@@ -176,6 +183,11 @@ class Finding:
 def _constant_program():
     c = torch.ones(3)
     return lambda x: (torch.ops.aten.add.Tensor(x, c.clone()),)
+
+
+def _add_own_diagonal(x):
+    t = aten.mul.Tensor(x, 2.0)
+    return (aten.add.Tensor(t, aten.diagonal.default(t)),)
 
 
 def _slice_of_a_constant():
@@ -212,7 +224,8 @@ FINDINGS = {
         ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "values", "NaN",
         lambda x: (aten.mul.Scalar(aten.rsqrt.default(x), 0),), lambda: (torch.tensor([-1.0, 2.0]),),
         "the uniform-value folder folds x * 0 to a full of 0, dropping the NaN of rsqrt(-1) * 0 "
-        "(fixed upstream after 2.13: pytorch/pytorch#186281)"),
+        "(fixed upstream after 2.13: pytorch/pytorch#186281)",
+        also=(("values", r"differ", r"aten\.mul\.(Tensor|Scalar)\(\w+, 0\)"),)),  # the NaN seen through view.dtype
     "remove-no-ops-returns-an-input": Finding(
         ("joint_graph.joint_graph_passes",), "aliasing", r"output\[\d+\] aliases input",
         lambda x, y: (aten.add.Tensor(aten.zeros_like.default(x), y),), lambda: (torch.randn(3), torch.randn(3)),
@@ -251,6 +264,19 @@ FINDINGS = {
         "slice_scatter node and re-derives the view of it as contiguous (strides (*, 1)); eager's (and the "
         "fake tensor's) slice_scatter keeps x's stride 3, so the view's meta['val'] is wrong (found by "
         "make conformance, dev profile)"),
+    "reinplace-writes-into-a-tensor-it-also-reads-through-a-view": Finding(
+        ("fx.reinplace",), "values", r"elements differ", _add_own_diagonal, lambda: (torch.randn(2, 2),),
+        "reinplace turns add(t, diagonal(t)) into add_(t, diagonal(t)): the op writes t while it reads t's "
+        "diagonal, so later elements see written ones (wrong values; where eager detects the overlap, it "
+        "raises 'some elements of the input tensor and the written-to tensor refer to a single memory "
+        "location')",
+        also=(("validity", r"refer to a single memory location", None),)),
+    "reinplace-raises-on-a-data-dependent-shape": Finding(
+        ("fx.reinplace",), "execution", r"DynamicOutputShapeException",
+        lambda x, m: (aten.index.Tensor(aten.add.Tensor(x, x), [m]),),
+        lambda: (torch.randn(4), torch.tensor([True, False, True, False])),
+        "reinplace propagates fake tensors through the graph, and a boolean-mask index (nonzero: its "
+        "output shape depends on the data) raises DynamicOutputShapeException"),
     "reinplace-raises-on-a-constant": Finding(
         ("fx.reinplace",), "execution", "FakeTensor",
         _constant_program(), lambda: (torch.randn(3),),
@@ -374,3 +400,21 @@ def test_torch_pass(name):
     assert result.ok, f"{name} ({row.ir} IR, seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
         f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in result.violations)
     assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
+
+
+def test_a_finding_met_another_way_is_matched_only_with_its_graph():
+    """``Finding.also``: make conformance met the uniform-value fold's NaN through a view.dtype (an int32
+    output that differs, no NaN in the message) and reinplace's overlap as a raise; those match, and
+    the same message from a graph without the pattern does not."""
+    from conformance._result import Violation
+
+    met = Violation("values", "output[0]: 1 of 4 elements differ (int32[1, 4]), but should be exactly equal")
+    met.graph_before = "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 0);  sum_1 = None"
+    assert FINDINGS["uniform-value-fold-drops-nan"].matches(met)
+    met.graph_before = "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 2);  sum_1 = None"
+    assert not FINDINGS["uniform-value-fold-drops-nan"].matches(met)
+    raised = Violation("validity", "running the transformed graph raised RuntimeError: unsupported operation: some "
+                                   "elements of the input tensor and the written-to tensor refer to a single memory "
+                                   "location. Please clone() the tensor before performing the operation.")
+    assert FINDINGS["reinplace-writes-into-a-tensor-it-also-reads-through-a-view"].matches(raised)
+    assert not FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(raised)
