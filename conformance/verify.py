@@ -401,13 +401,14 @@ def _pristine(gm: fx.GraphModule) -> fx.GraphModule:
 
 
 def alias_map(outputs, inputs, constants: dict) -> list:
-    """Per output, the set of what it shares storage with: 'input[i]', 'a constant', 'output[j]'."""
+    """Per output, the set of what it shares storage with: 'input[i]', 'a constant', 'output[j]'.
+    An empty output shares nothing: no element of it can be written or read through another."""
     by_storage = {}
     for i, t in enumerate(inputs):
         by_storage.setdefault(storage_of(t), set()).add(f"input[{i}]")
     for t in constants.values():
         by_storage.setdefault(storage_of(t), set()).add("a constant")
-    out_keys = [storage_of(t) for t in outputs]
+    out_keys = [None if isinstance(t, torch.Tensor) and t.numel() == 0 else storage_of(t) for t in outputs]
     result = []
     for i, key in enumerate(out_keys):
         tags = set() if key is None else set(by_storage.get(key, ()))

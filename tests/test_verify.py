@@ -524,3 +524,20 @@ def test_an_output_viewing_a_constant_is_judged_against_the_constants_the_origin
     root = torch.nn.Module()
     root.register_buffer("c0", torch.ones(1))
     assert check(lambda m: m, fx.GraphModule(root, g), (torch.zeros(3),)).ok
+
+
+def test_an_empty_output_aliases_nothing():
+    """No element of an empty view can be written or read through another tensor, so a pass that makes
+    it a copy changes nothing a caller sees (make conformance flagged torch's functionalize for it);
+    a non-empty view made a copy still loses its aliasing."""
+    def slices_to_copies(gm):
+        for n in gm.graph.nodes:
+            if n.target is aten.slice.Tensor:
+                n.target = aten.slice_copy.Tensor
+        gm.recompile()
+        return gm
+
+    empty = _graph(lambda g, x, y: [g.call_function(aten.slice.Tensor, (x, 0, 2, 0)), x])
+    assert check(slices_to_copies, empty, (X, Y), properties=["aliasing"]).ok
+    some = _graph(lambda g, x, y: [g.call_function(aten.slice.Tensor, (x, 0, 0, 1)), x])
+    assert _props(check(slices_to_copies, some, (X, Y), properties=["aliasing"])) == {"aliasing"}

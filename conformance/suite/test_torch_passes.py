@@ -185,6 +185,11 @@ def _constant_program():
     return lambda x: (torch.ops.aten.add.Tensor(x, c.clone()),)
 
 
+def _index_put_of_itself(x, i):
+    t = aten.mul.Tensor(x, 2.0)
+    return (aten.sigmoid.default(aten.index_put.default(t, [i], t)),)
+
+
 def _add_own_diagonal(x):
     t = aten.mul.Tensor(x, 2.0)
     return (aten.add.Tensor(t, aten.diagonal.default(t)),)
@@ -256,6 +261,11 @@ FINDINGS = {
         "Inductor's reinplace_inplaceable_ops turns index_put(x, ...) + the epilogue's copy_ into "
         "index_put_(x, ...) and keeps the out-of-place node's meta['val'] (contiguous), but the node now "
         "returns x itself: for a strided input (stride 2) the meta's strides are wrong"),
+    "inductor-reinplace-writes-into-its-own-values": Finding(
+        ("post_grad.post_grad_passes",), "validity", r"refer to a single memory location",
+        _index_put_of_itself, lambda: (torch.randn(1, 4), torch.tensor([0])),
+        "Inductor's reinplace_inplaceable_ops turns index_put(t, [i], t) (a tensor written with its own "
+        "values) into index_put_(t, [i], t), which eager refuses: the values overlap the written-to tensor"),
     "post-grad-passes-re-derive-a-strided-scatter-as-contiguous": Finding(
         ("post_grad.post_grad_passes",), "validity", r"meta\['val'\].* stride=.*aten\.view\.default\(%slice_scatter",
         lambda x, s: (aten.view.default(aten.slice_scatter.default(x, s, 0, 0, 9223372036854775807, 3), [1, 2]),),
