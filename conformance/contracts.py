@@ -123,13 +123,14 @@ def _graphs(gm: fx.GraphModule) -> list:
 
 def _epilogue(gm: fx.GraphModule) -> set:
     """The trailing writes into placeholders/constants: after the last node that is neither such a
-    write nor an ``as_strided`` view (the replays they copy from, the outputs viewing inputs)."""
+    write nor an ``as_strided`` view (the replays they copy from, the outputs viewing inputs) or a
+    ``view.dtype`` of one (an output viewing an input as another dtype)."""
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
     found = set()
     for node in reversed(nodes):
         if node.target in EPILOGUE_OPS and _caller_state(node.args[0]):
             found.add(node)
-        elif node.target != torch.ops.aten.as_strided.default:
+        elif node.target not in (torch.ops.aten.as_strided.default, torch.ops.aten.view.dtype):
             break
     return found
 

@@ -370,3 +370,21 @@ def test_remove_detach_removes_both_forms():
     gm = build(1, lambda g, c, x: [c(aten.neg.default, c(aten.detach_.default, c(aten.detach.default, c(aten.exp.default, x))))])
     assert check(remove_detach, gm, (torch.randn(3),)).ok
     assert ops(applied(remove_detach, gm)) == [aten.exp.default, aten.neg.default]
+
+
+def test_dce_keeps_a_write_through_an_unsafe_view():
+    """``_unsafe_view``'s schema promises a new tensor, but eager returns a view: sqrt_ of it writes
+    atan2's result, which a later clone reads (and relu_ of one on an input is the caller's). DCE
+    dropped both (found by make conformance, dev profile)."""
+    import torch.fx as fx
+
+    aten = torch.ops.aten
+    g = fx.Graph()
+    x, y = g.placeholder("x0"), g.placeholder("x1")
+    a = g.call_function(aten.atan2.default, (x, y))
+    g.call_function(aten.sqrt_.default, (g.call_function(aten._unsafe_view.default, (a, [])),))
+    g.call_function(aten.relu_.default, (g.call_function(aten._unsafe_view.default, (x, [])),))
+    g.output((g.call_function(aten.clone.default, (a,)),))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    verdict = check("reference_lowering.passes._dce_cse:eliminate_dead_code", gm, (torch.tensor(-5.0), torch.tensor(1.0)))
+    assert verdict.ok, verdict

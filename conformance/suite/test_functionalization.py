@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance import check, verify
+from reference_lowering import LoweringError
 from reference_lowering.functionalize import functionalize
 from strategies import graphs
 
@@ -60,7 +61,12 @@ def test_functionalized_programs_are_functional_and_equivalent():
 
 @given(graphs(mutations=True, special_values=True))
 def test_outputs_mode_with_the_signature_applied_matches_eager(case):
-    gm = functionalize(case.gm, case.example_inputs, input_mutations="outputs")
+    try:
+        gm = functionalize(case.gm, case.example_inputs, input_mutations="outputs")
+    except LoweringError as exc:  # its documented refusal (tests/test_functionalize.py): not this test's
+        if "reinterpretation of written memory is not supported" not in str(exc):
+            raise
+        reject()
     sig = gm.meta["functionalization"]
     eager_in, ours_in = case.fresh_inputs(), case.fresh_inputs()
     expected = case.gm(*eager_in)

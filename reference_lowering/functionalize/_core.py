@@ -74,7 +74,6 @@ class Walk:
         self.flat = {}  # storage key -> emitted 1-D node of the whole storage (written storages)
         self.flat_len = {}  # storage key -> its flat's length
         self.flat_dtype = {}  # storage key -> its flat's dtype
-        self.dtypes = {}  # storage key -> the dtypes its values were seen as (view.dtype adds one)
         self.witness = {}  # storage key -> an emitted node on that storage with current data
         self.replays = {}  # (key, version, metadata) -> emitted as_strided node
         self.callers = {}  # storage key -> [(source node, metadata before)] of placeholders and constants
@@ -93,8 +92,6 @@ class Walk:
         for t in _tensors(value):
             k = _key(t)
             self.version.setdefault(k, 0)
-            self.dtypes.setdefault(k, set()).add(t.dtype)
-            self.one_dtype_if_written(k)
         if isinstance(value, torch.Tensor):
             k = _key(value)
             self.defined[node] = (self.version[k], _meta(value))
@@ -155,18 +152,8 @@ class Walk:
         size, stride, offset = _meta(target)
         flat = self.flat_of(target)
         k = _key(target)
-        self.dtypes.setdefault(k, set()).add(target.dtype)
-        self.one_dtype_if_written(k, writing=True)
         self.flat[k] = self.emit(aten.as_strided_scatter.default, flat, new, list(size), list(stride), offset)
         self.version[k] += 1
-
-    def one_dtype_if_written(self, k, writing: bool = False) -> None:
-        """Refuse a written storage seen as two dtypes (a ``view.dtype`` alias read after a write would
-        be replayed in the flat's dtype, a wrong result), before any wrong graph is emitted."""
-        if (writing or self.version.get(k, 0)) and len(self.dtypes.get(k, ())) > 1:
-            names = ", ".join(sorted(str(d).removeprefix("torch.") for d in self.dtypes[k]))
-            raise LoweringError(f"a storage written as one dtype is also used as another ({names}): "
-                                f"view(dtype) reinterpretation of written memory is not supported")
 
     # --- the walk ------------------------------------------------------------------------------
     def run(self):
@@ -323,8 +310,7 @@ class Walk:
                 src = caller_storage[k]
                 aliases[i] = labels[src]
                 if self.mode == "copy_" and self.version[k] > 0:
-                    size, stride, offset = _meta(value)
-                    outs.append(self.emit(aten.as_strided.default, self.fx[src], list(size), list(stride), offset))
+                    outs.append(self.view_of_caller(src, value))
                     continue
             outs.append(self.read(a))
         result = torch.utils._pytree.tree_unflatten(outs, spec)
@@ -334,6 +320,18 @@ class Walk:
             result = (*top, *(v for _, v in extra))
         self.g.output(result)
         self.signature = FunctionalizationSignature(self.mode, len(top), mutated, metadata, aliases)
+
+
+    def view_of_caller(self, src: fx.Node, value: torch.Tensor) -> fx.Node:
+        """``value`` (an output on a caller's written storage) as a view of the caller's tensor, after
+        the epilogue wrote it; a ``view.dtype`` alias keeps its own dtype (same element size only)."""
+        size, stride, offset = _meta(value)
+        base = self.real[src]
+        if value.dtype != base.dtype and value.element_size() != base.element_size():
+            raise LoweringError(f"an output viewing a written {base.dtype} input as {value.dtype} (another element "
+                                f"size: view(dtype) reinterpretation of written memory is not supported)")
+        out = self.emit(aten.as_strided.default, self.fx[src], list(size), list(stride), offset)
+        return out if value.dtype == base.dtype else self.emit(aten.view.dtype, out, value.dtype)
 
 
 def constant_copies(gm: fx.GraphModule) -> dict:

@@ -129,6 +129,12 @@ def _constant_key(gm: fx.GraphModule, target: str):
     return ("attr", target)
 
 
+# Ops whose result shares ``self``'s storage though their schema promises a new tensor: eager's
+# ``_unsafe_view`` is always a view, ``type_as`` returns ``self`` itself when the dtype matches. A
+# write through such a result is a write to ``self``'s storage (a DCE that missed it dropped one).
+ALIAS_DESPITE_SCHEMA = frozenset({torch.ops.aten._unsafe_view.default, torch.ops.aten.type_as.default})
+
+
 def analyze(gm: fx.GraphModule) -> StorageInfo:
     """Storage classes, writes and escaping classes of ``gm``'s graph (see the module docstring)."""
     uf = UnionFind()
@@ -155,15 +161,15 @@ def analyze(gm: fx.GraphModule) -> StorageInfo:
                     uf.union(a, node)
                 raw_writes[node] = args
                 continue
-            aliasing = any(r.alias_info is not None for r in schema.returns)
+            aliasing = any(r.alias_info is not None for r in schema.returns) or node.target in ALIAS_DESPITE_SCHEMA
             written = []
             for arg, value in _schema_args(node, schema):
-                if arg.alias_info is None:
+                if arg.alias_info is None and not (node.target in ALIAS_DESPITE_SCHEMA and arg.name == "self"):
                     continue
                 for a in tensor_nodes(value):
                     if aliasing:
                         uf.union(a, node)
-                    if arg.alias_info.is_write:
+                    if arg.alias_info is not None and arg.alias_info.is_write:
                         written.append(a)
             if written:
                 raw_writes[node] = written
