@@ -278,12 +278,7 @@ def test_validity_lint_signature_meta_and_run_failures():
         gm.graph.placeholder("extra")
         return gm
     assert "placeholders=3" in check(extra_input, gm, (X, Y)).violations[0].message
-    def stale_meta(gm):
-        for n in gm.graph.nodes:
-            if n.target == aten.mul.Tensor:
-                n.meta["val"] = n.meta["val"].to(torch.float16)
-        return gm
-    v = check(stale_meta, gm, (X, Y))
+    v = check(_half_meta_of(aten.mul.Tensor), gm, (X, Y))
     assert _props(v) == {"validity"} and "meta['val']=float16[2, 3]" in v.violations[0].message
     assert "node 2 %mul_tensor" in v.violations[0].message
     def bad_view(gm):
@@ -331,6 +326,16 @@ def test_contracts_functional_and_no_input_as_output():
         check(lambda gm: gm, gm, (X, Y), ensure=["nope"])
 
 
+def _half_meta_of(target):
+    """A pass that leaves the graph alone but makes the meta['val'] of ``target``'s nodes float16."""
+    def stale(gm):
+        for n in gm.graph.nodes:
+            if n.target == target:
+                n.meta["val"] = n.meta["val"].to(torch.float16)
+        return gm
+    return stale
+
+
 def test_a_wrong_meta_val_the_original_already_had_is_not_the_pass_s():
     """A tracer's fake tensors can disagree with eager about strides (AOTAutograd's clone of an
     expanded view: docs/torch-facts.md section 11): a pass that keeps that meta['val'] is not
@@ -339,18 +344,9 @@ def test_a_wrong_meta_val_the_original_already_had_is_not_the_pass_s():
 
     gm = attach_meta(_graph(lambda g, x, y: [g.call_function(aten.mul.Tensor, (g.call_function(aten.neg.default, (x,)), y))]),
                      (X, Y))
-    for n in gm.graph.nodes:
-        if n.target == aten.neg.default:
-            n.meta["val"] = n.meta["val"].to(torch.float16)  # wrong before any pass
+    _half_meta_of(aten.neg.default)(gm)  # wrong before any pass
     assert check(lambda gm: gm, gm, (X, Y)).ok
-
-    def stale_mul(gm):
-        for n in gm.graph.nodes:
-            if n.target == aten.mul.Tensor:
-                n.meta["val"] = n.meta["val"].to(torch.float16)
-        return gm
-
-    v = check(stale_mul, gm, (X, Y))
+    v = check(_half_meta_of(aten.mul.Tensor), gm, (X, Y))
     assert [m.message.split(" [")[1][:19] for m in v.violations] == ["node 3 %mul_tensor:"]
 
 
