@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from . import _catalog as C
 from ._args import DrawContext, call_args
-from ._builder import MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, storage_key
+from ._builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, storage_key
 from ._calls import CHAINS, Chain
 from ._draws import Weighted, choose, flag, integers, neutral_or_index
 from ._focus import Focus
@@ -309,17 +309,19 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     inputs = _rebuild(recipes)  # only read by graph_features: it takes the builder's run, not a new one
     features = graph_features(gm, inputs, builder.record)
     if cfg.requires_grad:
-        recipes, features = _with_grad(draw, gm, recipes, features)
+        # the builder ran every node on its own copies of the inputs: their version counters (a view
+        # shares its base's) say which ones the graph writes, without another run
+        written = {i for i, v in enumerate(v for v in builder.values if v.origin == INPUT) if v.tensor._version}
+        recipes, features = _with_grad(draw, gm, recipes, features, written)
         inputs = _rebuild(recipes)
     return GraphCase(gm, inputs, features, recipes)
 
 
-def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset):
-    """``requires_grad=True``: each floating input the graph never writes is a leaf that requires
+def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, written: set):
+    """``requires_grad=True``: each floating input the graph never writes (not in ``written``) is a leaf that requires
     grad with chance 1/2, and each floating constant an ``nn.Parameter`` (``gm`` is changed in place).
     Drawn after the steps, so the graph itself draws and shrinks as without. A graph that no longer
     runs (an in-place op on a view of a leaf that requires grad, a metadata change of one) keeps none."""
-    written = _written_inputs(gm, recipes)
     drawn = tuple((base, replace(layout, requires_grad=True))
                   if base.is_floating_point() and i not in written and flag(draw) else (base, layout)
                   for i, (base, layout) in enumerate(recipes))
@@ -340,18 +342,11 @@ def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset):
     return drawn, features | {"requires-grad"}
 
 
-def _written_inputs(gm: fx.GraphModule, recipes: tuple) -> set:
-    """The inputs one run of ``gm`` writes (their version counter moves; views share their base's)."""
-    inputs = _rebuild(recipes)
-    _run_seeded(gm, inputs)
-    return {i for i, t in enumerate(inputs) if t._version}
-
-
 def _run_seeded(gm: fx.GraphModule, inputs: tuple):
     grad = torch.is_grad_enabled()
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(RNG_SEED)
+        with torch.random.fork_rng(devices=[]):  # CPU only, as forked: torch.manual_seed seeds every device
+            torch.default_generator.manual_seed(RNG_SEED)
             return gm(*inputs)
     finally:
         torch._C._set_grad_enabled(grad)

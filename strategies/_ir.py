@@ -129,11 +129,16 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
                               "from ATen graphs")
     if ir == "aten":
         return gm, tuple(inputs)
-    buffers = [b.clone() for _, b in gm.named_buffers()]
-    lifted = (*buffers, *(_exact_copy(t) for t in inputs))
+    buffers = [b for _, b in gm.named_buffers()]
+    originals = (*buffers, *inputs)
+
+    def fresh() -> tuple:  # a tracer may run the graph on real tensors (pre-dispatch), writing them
+        return tuple(_exact_copy(t) for t in originals)
+
     grad = torch.is_grad_enabled()
     try:
         with torch.random.fork_rng(devices=[]):
+            lifted = fresh()
             traced = _CONVERT[ir](gm, list(lifted[:len(buffers)]), lifted[len(buffers):])
     except Exception as exc:  # noqa: BLE001 - the tracer's own error, said in one line
         raise InvalidArgument(f"the {ir} tracer cannot take this graph: {type(exc).__name__}: "
@@ -142,8 +147,8 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
         torch._C._set_grad_enabled(grad)
     traced.meta["ir"] = ir
     if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
-        attach_meta(traced, tuple(_exact_copy(t) for t in lifted))
-    return traced, tuple(_exact_copy(t) for t in lifted)
+        attach_meta(traced, fresh())
+    return traced, fresh()
 
 
 def _exact_copy(t):
@@ -170,7 +175,7 @@ def convert(case, ir: str):
     buffers = [b for _, b in case.gm.named_buffers()]
     recipes = tuple((b.clone(), Layout()) for b in buffers) + tuple(case.recipes)
     try:
-        traced, _ = to_ir(case.gm, _rebuild(case.recipes), ir)
+        traced, _ = to_ir(case.gm, case.example_inputs, ir)  # it copies them: they stay as drawn
         features = graph_features(traced, _rebuild(recipes))  # its first run
     except Exception:  # noqa: BLE001 - a graph this stage cannot take: draw another
         reject()

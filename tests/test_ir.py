@@ -171,3 +171,19 @@ def test_an_export_pass_gets_the_graphs_signature():
     case = _draw("aten", False, 1)[0]
     with pytest.raises(UsageError, match="--ir export"):
         check(needs_signature, case.gm, case.fresh_inputs())
+
+
+def test_to_ir_leaves_the_callers_inputs_and_returns_them_unwritten():
+    """A tracer may run the graph on real tensors (pre-dispatch does: add_ writes them); to_ir hands it
+    copies, and returns inputs as given (same values and layout), never the ones the trace wrote."""
+    from strategies import to_ir
+
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    g.output((g.call_function(aten.add_.Tensor, (x, 1.0)),))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    given_x = torch.zeros(4)[::2]
+    for ir in ("pre-dispatch", "post-grad"):
+        traced, inputs = to_ir(gm, (given_x,), ir)
+        assert torch.equal(given_x, torch.zeros(2)) and torch.equal(inputs[0], torch.zeros(2)), ir
+        assert inputs[0].stride() == (2,) and inputs[0] is not given_x

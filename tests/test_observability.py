@@ -90,13 +90,18 @@ def test_a_dropped_detach_is_caught_as_grad_state():
     assert check(drop_detach, gm, (torch.randn(3),)).ok
 
 
-def test_detached_outputs_are_caught_and_a_leaf_output_is_not_a_computed_one():
+def test_detached_outputs_and_a_computed_output_for_a_leaf_are_caught():
     gm = _graph(lambda g, x: [g.call_function(aten.mul.Tensor, (x, 2.0))])
     [(prop, message)] = _violations(check(detach_outputs, gm, (torch.randn(3, requires_grad=True),)))
     assert prop == "values" and "requires_grad=False, but should be True" in message
-    # grad_fn presence alone: a computed output with grad mode off inside the graph stays a leaf
-    g2 = _graph(lambda g, x: [x])
-    assert check(identity, g2, (torch.randn(3, requires_grad=True),)).ok
+    # grad_fn presence alone: the original returns x (a leaf that requires grad), the result alias(x),
+    # which requires grad too but has a backward node (and is a new object: aliasing says so)
+    returned = _graph(lambda g, x: [x])
+    x = (torch.randn(3, requires_grad=True),)
+    assert check(identity, returned, x).ok
+    found = dict(_violations(check(alias_returned_inputs, returned, x)))
+    assert found.keys() == {"values", "aliasing"}
+    assert "grad_fn=AliasBackward0, but should be None (a leaf)" in found["values"]
 
 
 def test_a_parameter_turned_into_a_buffer_is_caught():

@@ -403,8 +403,9 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             v.graph_after = verdict.graph_after
             v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
         if known is not None:  # accepted: recorded, and the search goes on
-            found.add_known([v for v in verdict.violations if known(v)])
-            verdict.violations = [v for v in verdict.violations if not known(v)]
+            accepted = [known(v) for v in verdict.violations]
+            found.add_known([v for v, ok in zip(verdict.violations, accepted) if ok])
+            verdict.violations = [v for v, ok in zip(verdict.violations, accepted) if not ok]
         new = found.add(verdict, case, _size(case))
         events.example(verdict, new)
         if timed_out:

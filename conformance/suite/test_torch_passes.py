@@ -85,7 +85,6 @@ class Row:
     pass_kwargs: dict = field(default_factory=dict)
     context: str | None = None
     ensure: tuple = ()
-    properties: tuple | None = None
     seeds: Callable | None = None
     constants: bool = True
     never_fires: str = ""  # why drawn graphs never reach it (a strict xfail on firing)
@@ -395,7 +394,7 @@ def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
     """``verify()`` on pass ``name`` exactly as its row says (scripts/torch_passes_table.py too)."""
     row = PASSES[name]
     options = dict(ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                   ensure=row.ensure, properties=row.properties, seed_graphs=row.seeds, constants=row.constants,
+                   ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants,
                    known=known_for(name), focus="none" if row.ir == "torch" else "auto", max_examples=max_examples,
                    seed=seed, repro_dir=None, shrink=False, timeout=30)
     return verify(row.target, **{**options, **overrides})
