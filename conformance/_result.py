@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 # The properties ``verify`` knows, in the order they are checked and reported. ``execution`` is
 # implicit: a pass that raises, hangs, crashes or returns the wrong type violates it, and no other
 # property can be checked for that example.
-PROPERTIES = ("validity", "values", "mutations", "aliasing", "contracts", "idempotence", "determinism")
+PROPERTIES = ("validity", "values", "mutations", "aliasing", "dynamic", "contracts", "idempotence", "determinism")
 DEFAULT_PROPERTIES = ("validity", "values", "mutations", "aliasing")
 EXECUTION = "execution"
+# ``dynamic`` (conformance/dynamic.py) is checked on graphs over symbolic sizes only, and there by default.
 
 # Special-values policies (the oracle). strict: NaN/+-inf exactly where the original has them
 # (overflow to inf is behaviour: loss scaling relies on it). relaxed: where the original's NaN/inf is
@@ -42,6 +43,7 @@ class Violation:
     inputs: str = ""  # one line per input: dtype, shape, strides
     repro_path: str | None = None
     example: int | None = None  # which example (1-based) first showed it, before shrinking
+    sizes: list = field(default_factory=list)  # dynamic: the symbol sizes it shows at ({"s0": 5, ...})
 
     @property
     def headline(self) -> str:
@@ -60,6 +62,7 @@ class Verdict:
     graph_after: str = ""  # gm.code of what the pass returned
     changed: int | None = None  # nodes the pass changed (conformance.changes); None: it returned no graph
     dead_code_only: bool = False  # all it changed was removing dead code
+    dynamic: dict | None = None  # graphs over symbolic sizes: sizes run, prover verdicts and time
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,7 @@ class VerifyResult:
     isolated: bool = False  # examples ran in subprocesses (asked for, or after a crash)
     focus: dict = field(default_factory=dict)  # what trigger discovery found and how the search used it
     known: list = field(default_factory=list)  # violations verify(known=) accepted: one per distinct first line
+    dynamic: dict | None = None  # dynamic=True: graphs, sizes run, prover verdicts and prove_ms, over the search
 
     @property
     def ok(self) -> bool:

@@ -45,7 +45,8 @@ def _verify(args) -> int:
                         isolate=args.isolate, json=args.json, junit=args.junit, markdown=args.markdown,
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
-                        sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, reporter=ConsoleReporter())
+                        sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
+                        reporter=ConsoleReporter())
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -150,6 +151,11 @@ def _add_verify(sub) -> None:
                    help="about half the floating inputs a graph does not write require grad, and floating "
                         "constants are nn.Parameters: outputs' requires_grad and grad_fn must then match "
                         "(aten and pre-dispatch IRs)")
+    v.add_argument("--dynamic", action="store_true",
+                   help="graphs over symbolic sizes (make_fx symbolic traces: SymInt sizes, sym_size nodes, size "
+                        "arithmetic feeding view/expand/full/arange/slice, guards): the result must hold at every "
+                        "size the original does (no new guards, shape arithmetic proved by z3, the same outputs at "
+                        "other sizes, 0 and 1 among them where the guards allow)")
     v.add_argument("--no-special-values", action="store_true", help="no NaN/inf/-0.0/extreme input values")
     v.add_argument("--sizes", choices=("small", "large"), default="small",
                    help="large: some tensors of 4096-65536 elements and matmul dims over 64, past the size "

@@ -44,6 +44,8 @@ def pytest_addoption(parser):
                     help="the IR the graphs for --fx-pass are drawn in (as fx-conformance verify --ir)")
     group.addoption("--fx-requires-grad", action="store_true", default=False,
                     help="inputs and constants that require grad (as fx-conformance verify --requires-grad)")
+    group.addoption("--fx-dynamic", action="store_true", default=False,
+                    help="graphs over symbolic sizes, and the dynamic property (as fx-conformance verify --dynamic)")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,
                     help="exit 0, not 4, when --fx-pass changed none of the graphs")
 

@@ -9,6 +9,9 @@ isolated workers run, and that repro scripts call. Properties (``PROPERTIES``):
   that alias an input in the original);
 - ``mutations``: every input after the run matches (values and metadata), so does every tensor
   constant the original reads (module state a run may write), and so does grad mode;
+- ``dynamic`` (graphs over symbolic sizes, ``symbolic=``): the result holds at every size the
+  original does: no new guards, shape arithmetic proved equal by z3, the same outputs at other
+  sizes (``dynamic.py``);
 - ``aliasing``: which outputs alias inputs, constants or each other is unchanged, except that
   outputs may come to share storage with each other (CSE of duplicate results); a contract such
   as ``functional`` may allow aliases to be removed; an alias of an input or constant is never added;
@@ -42,6 +45,7 @@ from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tenso
                        snapshot, to_device)
 from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
+from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import (SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values, least_precise,
                      reference_run, scalar_path_run, tensor_constants)
@@ -54,10 +58,11 @@ class ExampleTimeout(BaseException):
     """
 
 
-def resolve_properties(properties, ensure) -> tuple:
-    """Validated property names: the defaults when None, plus ``contracts`` when ``ensure`` is set."""
+def resolve_properties(properties, ensure, dynamic: bool = False) -> tuple:
+    """Validated property names: the defaults when None (with ``dynamic`` for graphs over symbolic
+    sizes), plus ``contracts`` when ``ensure`` is set."""
     if properties is None:
-        names = list(DEFAULT_PROPERTIES)
+        names = list(DEFAULT_PROPERTIES) + ([DYNAMIC] if dynamic else [])
     else:
         names = [p.strip() for p in (properties.split(",") if isinstance(properties, str) else properties) if p.strip()]
         unknown = [p for p in names if p not in PROPERTIES]
@@ -67,6 +72,9 @@ def resolve_properties(properties, ensure) -> tuple:
             raise UsageError(f"properties is empty; choose from {','.join(PROPERTIES)}")
     if ensure and "contracts" not in names:
         names.append("contracts")
+    if DYNAMIC in names and not dynamic:
+        raise UsageError("the dynamic property needs graphs over symbolic sizes: --dynamic (verify(dynamic=True)) or "
+                         "check(symbolic=...)")
     if "contracts" in names and not ensure:
         raise UsageError("the contracts property needs at least one --ensure NAME or --preserve NAME")
     return tuple(p for p in PROPERTIES if p in names)
@@ -76,7 +84,7 @@ class Checker:
     """Checks graphs against one pass with fixed options; ``check(gm, inputs) -> Verdict``."""
 
     def __init__(self, pass_: PassUnderTest, *, properties=None, ensure=(), preserve=(), timeout: float | None = 10.0,
-                 signed_zeros: bool = False, specials: str = "strict", device: str = "cpu"):
+                 signed_zeros: bool = False, specials: str = "strict", device: str = "cpu", dynamic: bool = False):
         if specials not in SPECIALS:
             raise UsageError(f"specials={specials!r}, but should be one of {', '.join(SPECIALS)}")
         self.pass_ = pass_
@@ -86,7 +94,8 @@ class Checker:
                              f"(the pass must not break it); give one")
         self.contracts = get_contracts(self.ensure)
         self.preserved = get_contracts(self.preserve)
-        self.properties = resolve_properties(properties, self.ensure + self.preserve)
+        self.properties = resolve_properties(properties, self.ensure + self.preserve, dynamic)
+        self.dynamic = dynamic
         self.timeout = timeout
         self.signed_zeros = signed_zeros
         self.specials = specials
@@ -101,11 +110,16 @@ class Checker:
             out.extend(f"contracts:{c}" for c in self.ensure + self.preserve) if p == "contracts" else out.append(p)
         return tuple(out)
 
-    def check(self, gm: fx.GraphModule, inputs: tuple) -> Verdict:
-        """Judge the pass on ``gm`` with ``inputs`` (neither is modified), on ``self.device``."""
+    def check(self, gm: fx.GraphModule, inputs: tuple, symbolic=None, sizes=()) -> Verdict:
+        """Judge the pass on ``gm`` with ``inputs`` (neither is modified), on ``self.device``.
+        ``symbolic``: the ``SymbolicShapes`` of a graph over symbolic sizes (a dynamic checker needs
+        it), ``sizes``: sizes to run it at besides the ones the ``dynamic`` property picks."""
+        if self.dynamic and symbolic is None:
+            raise UsageError("this checker judges graphs over symbolic sizes: pass symbolic= (their SymbolicShapes)")
         if self.device != "cpu" or any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
             gm, inputs = to_device(gm, tuple(inputs), self.device)
-        run = _Run(self, gm, tuple(inputs))
+        dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes) if self.dynamic and DYNAMIC in self.properties else None
+        run = _Run(self, gm, tuple(inputs), dyn)
         try:
             with deadline(self.timeout):
                 run.go()
@@ -118,8 +132,8 @@ class Checker:
 class _Run:
     """The state of checking one example (a class so the steps can share what earlier ones ran)."""
 
-    def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple):
-        self.c, self.gm, self.inputs = checker, gm, inputs
+    def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple, dyn=None):
+        self.c, self.gm, self.inputs, self.dyn = checker, gm, inputs, dyn
         self.verdict = Verdict(checked=checker.checked)
         self._reference = self._scalar_path = False
 
@@ -135,7 +149,8 @@ class _Run:
         exp_out, exp_grad = _call(original, exp_in)
         self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
         self.exp_constants = tensor_constants(original)  # after its one run
-        applied = self._apply(self.gm, self.inputs)
+        given = self.dyn.for_pass() if self.dyn else self.gm  # over symbols of its own (dynamic.py)
+        applied = self._apply(given, self.inputs)
         if applied is None:
             return
         after = applied.gm
@@ -164,6 +179,10 @@ class _Run:
             self._constant_writes(act_constants)
         if self.wants("aliasing") and len(exp_flat) == len(act_flat):
             self._aliasing(exp_flat, exp_in, act_flat, act_in, after)
+        if self.dyn is not None:
+            for message in self.dyn.judge(given, after):
+                self.violation(DYNAMIC, message)
+            self.verdict.dynamic = self.dyn.stats()
         if self.wants("contracts"):
             ctx = ContractContext(self.gm, after, act_in, tuple(act_flat))
             for contract in self.c.contracts:
@@ -359,7 +378,7 @@ class _Run:
                                           "(the graph did not change)")
 
     def _determinism(self, after):
-        again = self._apply(self.gm, self.inputs)
+        again = self._apply(self.dyn.for_pass() if self.dyn else self.gm, self.inputs)
         if again is None:
             return
         first, second = _code(after), _code(again.gm)
@@ -498,8 +517,12 @@ def can_time_out() -> bool:
 
 def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=(), preserve=(), signature=None,
           settings_factory=None, pass_kwargs=None, context=None, device: str = "cpu", timeout: float | None = 10.0,
-          signed_zeros: bool = False, specials: str = "strict") -> Verdict:
+          signed_zeros: bool = False, specials: str = "strict", symbolic=None, sizes=()) -> Verdict:
     """Check ``pass_`` on one graph: ``Verdict`` with the violated properties (``.ok`` when none).
+
+    ``symbolic``: for a graph over symbolic sizes, which input dims are symbols (``SymbolicShapes``
+    or its dims, e.g. ``(("s0", 1), ("s0", "s1"))``); then ``dynamic`` is checked too, at the sizes
+    it picks and at ``sizes`` (a list of ``{"s0": 5, ...}``, as a repro script gives them).
 
     ``specials``: "strict" (NaN/inf exactly where the original has them) or "relaxed" (where the
     original overflowed or lost a value the fp64 reference has, a result near the reference passes).
@@ -529,9 +552,10 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
         raise UsageError(f"the graph given to check() raised {type(exc).__name__} on its own inputs: "
                          f"{_first_line(exc)}") from None
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
-                      signed_zeros=signed_zeros,
-                      specials=specials, device=device)
-    return checker.check(gm, inputs)
+                      signed_zeros=signed_zeros, specials=specials, device=device, dynamic=symbolic is not None)
+    if symbolic is not None:
+        symbolic = as_shapes(symbolic)
+    return checker.check(gm, inputs, symbolic, tuple(sizes or ()))
 
 
 __all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "deadline", "resolve_properties"]

@@ -19,6 +19,8 @@ from ._ir import IRS, check_ir, ir_errors, to_ir
 from ._meta import attach_meta, shared_fake_mode
 from ._ops import OPS, rows_named
 from ._seeds import SeedGraph
+from ._dynamic import DYNAMIC_FEATURES
+from ._symshapes import SymbolicRun, SymbolicShapes, graph_symbolic_shapes, size_symbol, symbolic_value
 from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
 from ._symbolic import index_expressions
 from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_floats, tensors
@@ -27,12 +29,15 @@ __all__ = [
     "CATEGORIES",
     "CHAINS",
     "DOMAINS",
+    "DYNAMIC_FEATURES",
     "FEATURES",
     "Focus",
     "INDEX_FUNCTIONS",
     "IRS",
     "OPS",
     "SeedGraph",
+    "SymbolicRun",
+    "SymbolicShapes",
     "GraphCase",
     "InvalidArgument",
     "Kwarg",
@@ -44,12 +49,15 @@ __all__ = [
     "check_ir",
     "dtypes",
     "graph_features",
+    "graph_symbolic_shapes",
     "graphs",
     "index_expressions",
     "ir_errors",
     "scalars",
     "shapes",
     "shared_fake_mode",
+    "size_symbol",
+    "symbolic_value",
     "rows_named",
     "special_floats",
     "tensors",

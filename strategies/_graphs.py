@@ -56,6 +56,7 @@ class GraphCase:
     example_inputs: tuple
     features: frozenset
     recipes: tuple = field(default=())
+    symbolic: object = None  # dynamic graphs: the ``SymbolicShapes`` of the inputs (``_symshapes.py``)
 
     def fresh_inputs(self) -> tuple:
         """New tensors equal to ``example_inputs`` in values, shape, strides and storage layout."""
@@ -64,7 +65,8 @@ class GraphCase:
     def __repr__(self) -> str:
         ins = ", ".join(f"{_describe(t)}" for t in self.example_inputs)
         code = self.gm.code.strip()
-        return f"GraphCase(features={sorted(self.features)}, inputs=[{ins}])\n{code}"
+        dims = f", {self.symbolic!r}" if self.symbolic is not None else ""
+        return f"GraphCase(features={sorted(self.features)}, inputs=[{ins}]{dims})\n{code}"
 
 
 def _rebuild(recipes) -> tuple:
@@ -161,7 +163,7 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
            constants: bool = True, focus=None, sizes: str = "small", random: bool = False,
-           ir: str = "aten", requires_grad: bool = False) -> st.SearchStrategy:
+           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False) -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -195,6 +197,13 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             that requires grad, and each floating constant an ``nn.Parameter``, so outputs carry
             autograd state (``requires_grad``, ``grad_fn``) that a pass must keep. "aten" and
             "pre-dispatch" only: post-grad graphs are inference graphs, and export lifts parameters.
+        dynamic: graphs over symbolic sizes, traced by ``make_fx(tracing_mode="symbolic")`` from a
+            drawn program whose shape arguments are expressions of its inputs' sizes: SymInt sizes
+            in ``meta['val']`` (one ``ShapeEnv``, with guards), ``sym_size.int`` nodes, ``operator``
+            and ``sym_max`` arithmetic feeding ``view``/``expand``/``full``/``arange``/``slice``.
+            ``case.symbolic`` says which input dims are symbols (``SymbolicShapes``). Floating
+            dtypes, functional programs; of the other options ``dtypes``, ``min_nodes``/``max_nodes``
+            and ``min_inputs``/``max_inputs`` (at most 3) apply (``_dynamic.py``).
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -216,6 +225,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if sizes not in SIZES:
         raise InvalidArgument(f"sizes={sizes!r} must be one of {SIZES}")
     ir = check_ir(ir)
+    check_bool(dynamic, "dynamic")
+    if dynamic:
+        return _dynamic_graphs(locals())
     if ir == "torch":
         return _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values)
     if requires_grad and ir not in ("aten", "pre-dispatch"):
@@ -241,6 +253,23 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if ir == "aten":
         return _graph_cases(cfg)
     return _graph_cases(cfg).map(lambda case: convert(case, ir))
+
+
+def _dynamic_graphs(args: dict) -> st.SearchStrategy:
+    from ._dynamic import FLOATS, dynamic_graph_cases
+
+    fixed = {"ops": None, "views": True, "mutations": False, "special_values": False, "constants": True,
+             "focus": None, "sizes": "small", "random": False, "ir": "aten", "requires_grad": False}
+    changed = [f"{k}={args[k]!r}" for k, default in fixed.items() if args[k] != default]
+    if changed:
+        raise InvalidArgument(f"dynamic=True draws functional float programs traced symbolically, which "
+                              f"{', '.join(changed)} cannot shape: leave them at their defaults")
+    dtypes = args["dtypes"]
+    if dtypes is None:
+        dtypes = st.sampled_from(FLOATS)
+    check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
+    return dynamic_graph_cases(dtypes=dtypes, min_nodes=args["min_nodes"], max_nodes=args["max_nodes"],
+                               min_inputs=args["min_inputs"], max_inputs=min(args["max_inputs"], 3))
 
 
 def _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values):

@@ -25,6 +25,7 @@ from .. import report as _report
 from .._errors import HarnessError, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
 from ..adapters import load_pass, reference_of
+from ..dynamic import DYNAMIC
 from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
@@ -82,6 +83,7 @@ class _Found:
         self.timeouts = 0
         self.interrupted = False
         self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
+        self.dynamic = {}  # dynamic=True: sizes run, prover verdicts and their time, summed (add_dynamic)
 
     @property
     def examples(self) -> int:
@@ -111,6 +113,15 @@ class _Found:
         for v in violations:
             self.known.setdefault((v.property, v.message.splitlines()[0]), v)
 
+    def add_dynamic(self, stats: dict) -> None:
+        d = self.dynamic
+        d["graphs"] = d.get("graphs", 0) + stats.get("graphs", 1)
+        d["sizes_run"] = d.get("sizes_run", 0) + stats["sizes_run"]
+        d["prove_ms"] = round(d.get("prove_ms", 0.0) + stats["prove_ms"], 3)
+        proofs = d.setdefault("proofs", {"proved": 0, "refuted": 0, "unknown": 0})
+        for k, n in stats["proofs"].items():
+            proofs[k] += n
+
     def add(self, verdict: Verdict, case, size) -> list:
         new = []
         for v in verdict.violations:
@@ -134,7 +145,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           ir: str = "aten", requires_grad: bool = False, known=None, reporter=None) -> VerifyResult:
+           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, known=None,
+           reporter=None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -173,6 +185,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             floating constants are ``nn.Parameter``s, so outputs carry autograd state; ``values``
             then compares each output's ``requires_grad`` and ``grad_fn`` presence ("aten" and
             "pre-dispatch" IRs only).
+        dynamic: graphs over symbolic sizes (``graphs(dynamic=True)``): the ``dynamic`` property is
+            checked too, so a result must hold at every size the original does (no new guards, its
+            shape arithmetic proved equal by z3, the same outputs at other sizes: ``dynamic.py``).
+            Floating, functional "aten" graphs; focus and seed graphs do not apply.
         known: ``fn(violation) -> bool``, violations already known (a finding being fixed upstream, a
             documented limit): each is recorded once in ``result.known`` and the search goes on, so
             they do not hide the ones not known; ``ok`` is about the others only.
@@ -190,7 +206,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory, pass_kwargs=pass_kwargs,
                     context=context)
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
-                      signed_zeros=signed_zeros, specials=specials, device=opts["device"])
+                      signed_zeros=signed_zeros, specials=specials, device=opts["device"], dynamic=dynamic)
     reporter = reporter or NullReporter()
     if isolate and not can_isolate():
         raise UsageError("--isolate needs os.fork (Linux)")
@@ -200,9 +216,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
     seed = random.getrandbits(32) if seed is None else int(seed)
     seeds = resolve_seed_graphs(seed_graphs)
-    if opts["ir"] == "torch":  # focus and seeds are ATen ops and programs; torch-IR graphs are modules
+    if opts["ir"] == "torch" or dynamic:  # focus and seeds are ATen ops and programs drawn statically
         if (focus not in ("auto", "none", None)) or seeds:
-            raise UsageError("focus ops and seed graphs are ATen-level; ir=torch draws nn.Modules (use focus none)")
+            raise UsageError("focus ops and seed graphs shape static ATen graphs; ir=torch draws nn.Modules and "
+                             "dynamic=True symbolic programs (use focus none)")
         focus = "none"
     focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
     if seeds:
@@ -274,6 +291,8 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
         merged.runs += f.runs
         merged.shrink_runs += f.shrink_runs
         merged.add_known(list(f.known.values()))
+        if f.dynamic:
+            merged.add_dynamic(f.dynamic)
         for p, (size, v, _) in f.best.items():
             if p not in merged.best or size < merged.best[p][0]:
                 merged.best[p] = (size, v, None)
@@ -283,6 +302,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
 def _fill(result: VerifyResult, found: _Found) -> None:
     result.examples, result.shrink_runs = found.examples, found.shrink_runs
     result.known = list(found.known.values())
+    result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
 
 
@@ -307,6 +327,10 @@ def _options(args: dict) -> dict:
     if ir == "torch" and (args["graphs"] == "mutating" or args["sizes"] != "small" or args["requires_grad"]):
         raise UsageError("ir=torch draws nn.Modules traced by fx.symbolic_trace: --graphs mutating, --sizes large "
                          "and --requires-grad do not apply (their parameters always require grad)")
+    if args["dynamic"] and (ir != "aten" or args["graphs"] == "mutating" or args["sizes"] != "small"
+                            or args["requires_grad"]):
+        raise UsageError("dynamic=True draws functional aten graphs over symbolic sizes: --ir other than aten, "
+                         "--graphs mutating, --sizes large and --requires-grad do not apply")
     if args["requires_grad"] and ir not in ("aten", "pre-dispatch"):
         raise UsageError(f"requires_grad needs ir aten or pre-dispatch, not {ir}: post-grad graphs are inference "
                          f"graphs (traced under no_grad) and export lifts parameters to inputs")
@@ -320,7 +344,7 @@ def _options(args: dict) -> dict:
     elif device == "cuda" and not torch.cuda.is_available():
         raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
     opts = {k: args[k] for k in keep}
     opts["ensure"] = list(args["ensure"] or ())
     opts["preserve"] = list(args["preserve"] or ())
@@ -372,16 +396,19 @@ class _Stream:
 
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None):
-    strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"], ir=opts["ir"],
-                      constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
-                      requires_grad=opts["requires_grad"])
+    if opts["dynamic"]:
+        strategy = graphs(dynamic=True)
+    else:
+        strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
+                          ir=opts["ir"], constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
+                          requires_grad=opts["requires_grad"])
 
     def run_one(case) -> Verdict:
         if not isolate:
-            return checker.check(case.gm, case.example_inputs)
+            return checker.check(case.gm, case.example_inputs, case.symbolic)
         grace = None if checker.timeout is None else checker.timeout + 5.0
         try:
-            return run_forked(lambda: checker.check(case.gm, case.example_inputs), grace)
+            return run_forked(lambda: checker.check(case.gm, case.example_inputs, case.symbolic), grace)
         except ChildDied as exc:
             return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
                            graph_after="")
@@ -398,7 +425,11 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         executed = not any(v.property == EXECUTION for v in verdict.violations)
         found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else ()))
         steer(verdict)
+        if verdict.dynamic:
+            found.add_dynamic(verdict.dynamic)
         for v in verdict.violations:
+            if v.property == DYNAMIC and verdict.dynamic:
+                v.sizes = verdict.dynamic["failed_at"][:1]
             v.graph_before = case.gm.code.strip()
             v.graph_after = verdict.graph_after
             v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
@@ -442,8 +473,13 @@ def _leaves(group):
 
 
 def _record_final(found: _Found, exc: PropertyViolated) -> None:
-    """Hypothesis' final replay of a minimal example: it wins for the properties it violates."""
+    """Hypothesis' final replay of a minimal example: it wins for the properties it violates (with
+    the first violation of each, as ``_Found.add`` keeps)."""
+    done = set()
     for v in exc.verdict.violations:
+        if v.property in done:
+            continue
+        done.add(v.property)
         old = found.best.get(v.property)
         v.example = old[1].example if old else v.example
         found.best[v.property] = (_size(exc.case), v, exc.case)
@@ -458,11 +494,14 @@ def _write_repros(found: _Found, put, opts, repro_dir) -> None:
     call_opts["timeout"] = opts["timeout"]
     written = {}
     for prop, (_, v, case) in found.best.items():
-        key = id(case)
+        key = (id(case), prop if case is not None and case.symbolic is not None else None)
         if key not in written:
+            options = call_opts
+            if case is not None and case.symbolic is not None:  # the sizes it shows at, run by the repro
+                options = {**call_opts, "symbolic": case.symbolic.dims, "sizes": v.sizes}
             try:
                 written[key] = str(write_repro(repro_dir, gm=case.gm, example_inputs=case.example_inputs,
-                                               target=put.reference, violation=v, options=call_opts))
+                                               target=put.reference, violation=v, options=options))
             except Exception as exc:  # noqa: BLE001 - a repro that cannot be written must not lose the finding
                 v.message += f"\n  (repro script not written: {type(exc).__name__}: {exc})"
                 continue

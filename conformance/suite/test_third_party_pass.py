@@ -40,22 +40,24 @@ def fx_options(request):
         focus, _ = resolve_focus(config.getoption("fx_focus"), put, mutations=mutating, timeout=10.0)
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-focus: {exc}") from None
+    dynamic = config.getoption("fx_dynamic")
     try:
-        strategy = graphs(mutations=mutating, special_values=True, focus=focus, ir=config.getoption("fx_ir"),
-                          requires_grad=config.getoption("fx_requires_grad"))
+        strategy = graphs(dynamic=True) if dynamic else \
+            graphs(mutations=mutating, special_values=True, focus=focus, ir=config.getoption("fx_ir"),
+                   requires_grad=config.getoption("fx_requires_grad"))
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--fx-ir/--fx-requires-grad: {exc}") from None
-    return put, tuple(config.getoption("fx_ensure")), strategy, config.getoption("fx_specials")
+    return put, tuple(config.getoption("fx_ensure")), strategy, config.getoption("fx_specials"), dynamic
 
 
 def _check(fx_options, data, prop):
-    put, ensure, strategy, specials = fx_options
+    put, ensure, strategy, specials, dynamic = fx_options
     # The contracts go to every checker, as in `fx-conformance verify`: what they allow (an input
     # returned as a copy with its own layout, say) holds for every property; each test then judges
     # its own property (and execution, which any test may hit first).
-    checker = Checker(put, properties=[prop], ensure=ensure, specials=specials)
+    checker = Checker(put, properties=[prop], ensure=ensure, specials=specials, dynamic=dynamic)
     case = data.draw(strategy, label="graph")
-    verdict = checker.check(case.gm, case.example_inputs)
+    verdict = checker.check(case.gm, case.example_inputs, case.symbolic)
     record_fire(verdict)
     mine = [v for v in verdict.violations if v.property == EXECUTION or v.property.split(":")[0] == prop]
     assert not mine, (f"{put.name} violates {prop}:\n" + "\n".join(f"{v.property}: {v.message}" for v in mine)
@@ -67,6 +69,14 @@ def _check(fx_options, data, prop):
 def test_property(fx_options, data, prop):
     """The pass keeps ``prop`` on every generated graph (and never raises or returns a non-graph)."""
     _check(fx_options, data, prop)
+
+
+@given(data=st.data())
+def test_dynamic(fx_options, data):
+    """With ``--fx-dynamic``: on graphs over symbolic sizes the result holds at every size (``dynamic``)."""
+    if not fx_options[4]:
+        pytest.skip("no --fx-dynamic given")
+    _check(fx_options, data, "dynamic")
 
 
 @given(data=st.data())
