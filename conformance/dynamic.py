@@ -7,19 +7,21 @@ The checks, in order (the first that finds something is reported):
 1. **Guards.** The pass gets a copy whose ``meta['val']`` lives in a fresh ``ShapeEnv``; a guard the
    pass records there (``if val.shape[0] == 4``) that the original's guards do not imply is a
    specialisation. So is one that fake propagation of the *result* records.
+   "Implies" assumes the original's guards and the ranges torch traced it under (``s >= 2`` for
+   a symbol it did not specialise), as torch's own guards for a compiled graph do.
 2. **Shape arithmetic, proved.** Every node the result shares with the original (by name: passes
    keep the names of nodes they do not replace), and every output, must have the same symbolic
    value (a tensor's sizes, a SymInt) for all sizes the original's guards allow; where sympy does
-   not already make them equal, the z3 prover decides (``conformance.symbolic``): proved, or a
-   counterexample size. So are the sizes in the ``meta['val']`` the pass left (they must be what
+   not already make them equal, the z3 prover decides (``conformance.symbolic``) under the same
+   assumptions: proved, or a counterexample size. So are the sizes in the ``meta['val']`` the pass left (they must be what
    the node computes). A counterexample's sizes are run in step 3 and in the repro.
 3. **Other sizes, run.** The result is run beside the original at sizes other than the example's
    that satisfy the original's guards (0 and 1 where the guards allow them, larger ones, each
    counterexample), and compared by the oracle: outputs (shapes, dtypes, values), inputs after the run.
 
-Sizes are non-negative integers; the original's guards (as torch's fake propagation records them
-over the example) are what "allowed" means, not the ``>= 2`` that torch's 0/1 specialisation
-assumes while tracing: export's ``Dim`` ranges start at 0 too.
+Runs are not bound by the ``>= 2`` torch's 0/1 specialisation assumes while tracing: any
+non-negative sizes at which the original's recorded guards hold are tried (export's ``Dim``
+ranges start at 0), and a size where the original itself fails is skipped.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class DynamicCheck:
             raise UsageError(f"the graph given with symbolic={self.shapes.dims!r} does not propagate over symbolic "
                              f"sizes ({type(exc).__name__}: {first_line(exc)}); check which dims are symbols") from None
         self.guards = self.original.guards()
+        # What proofs assume: the guards, and the ranges torch traced under (s >= 2 for a symbol it did
+        # not specialise): the sizes its graph is claimed for. Runs try 0 and 1 as well (``_picked``).
+        self.assumed = [*self.guards, *self.original.ranges()]
         self.values = {n.name: (n.target, self.original.value(n)) for n in self.original.gm.graph.nodes}
         self.outputs = _output_values(self.original)
         self.given_sizes = [self._full(s) for s in sizes]
@@ -132,12 +137,12 @@ class DynamicCheck:
         for g in guards:
             if g in (sympy.true, True) or str(g) in known:
                 continue
-            verdict = self._prove(lambda: prove_implies(sympy.And(*self.guards), g, timeout_ms=PROVE_TIMEOUT_MS))
+            verdict = self._prove(lambda: prove_implies(sympy.And(*self.assumed), g, timeout_ms=PROVE_TIMEOUT_MS))
             if verdict.verdict == "refuted":
                 sizes = self._counterexample(verdict)
                 messages.append(f"guard {g} recorded by {who}, but should not be needed: the original holds without "
-                                f"it (its guards: {_guards_text(self.guards)}), e.g. at {sizes_text(sizes, self.examples)} "
-                                f"[specialised]")
+                                f"it (its guards and ranges: {_guards_text(self.assumed)}), e.g. at "
+                                f"{sizes_text(sizes, self.examples)} [specialised]")
         return messages
 
     def _compare_values(self, result, after, given) -> list:
@@ -184,7 +189,7 @@ class DynamicCheck:
                 continue
             if a is None or b is None or a == b or sympy.expand(a - b) == 0:
                 continue
-            verdict = self._prove(lambda: prove_equal(a, b, assumptions=self.guards, timeout_ms=PROVE_TIMEOUT_MS))
+            verdict = self._prove(lambda: prove_equal(a, b, assumptions=self.assumed, timeout_ms=PROVE_TIMEOUT_MS))
             if verdict.verdict == "proved":
                 continue
             where = f" size[{j}]" if isinstance(old, tuple) else ""

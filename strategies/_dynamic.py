@@ -55,7 +55,7 @@ ARITH = {
 }
 UNARY = ("relu", "neg", "abs", "sin", "tanh", "sigmoid", "exp")
 BINARY = ("add", "mul", "sub", "maximum")
-REDUCE = ("sum", "mean", "amax")
+REDUCE = ("sum", "mean", "prod")  # amax over a symbolic dim does not trace (zero-size check)
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _run_repeat(x, d, k):
 
 
 def _run_reduce(x, fn, d, keepdim):
-    return getattr(torch, fn)(x, d, keepdim=keepdim) if fn != "amax" else torch.amax(x, d, keepdim=keepdim)
+    return getattr(torch, fn)(x, d, keepdim=keepdim)
 
 
 def _run_transpose(x, d0, d1):
@@ -178,7 +178,7 @@ def _draw_size_scalar(draw, ctx, x):
     if not v.shape:
         raise _Skip
     d = index(draw, len(v.shape))
-    return (x,), (d, choose(draw, ("id", "half", "plus1"))), v.shape
+    return (x,), (d, choose(draw, ("id", "half", "plus1", "max3"))), v.shape
 
 
 def _draw_flatten(draw, ctx, x):

@@ -164,6 +164,20 @@ class SymbolicRun:
         that specialised a symbol (``Eq(s0, 4)``) stays what it says, not ``True``."""
         return [self.ours(g.expr, replace=False) for g in self.shape_env.guards]
 
+    def ranges(self) -> list:
+        """The ranges torch's ShapeEnv keeps for our symbols, as relations (``s0 >= 2``: a symbol it
+        did not specialise, as its 0/1 specialisation assumes while tracing; narrowed by guards)."""
+        out = []
+        for sym, ours in self.created.items():
+            vr = self.shape_env.var_to_range.get(sym)
+            if vr is None:
+                continue
+            if getattr(vr.lower, "is_Integer", False):
+                out.append(sympy.Ge(ours, int(vr.lower)))
+            if getattr(vr.upper, "is_Integer", False):
+                out.append(sympy.Le(ours, int(vr.upper)))
+        return out
+
     def value(self, node: fx.Node):
         """``node``'s symbolic value: a tuple of size expressions (a tensor), an expression (a SymInt),
         a list of those (several results), or None."""

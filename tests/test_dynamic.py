@@ -1,0 +1,214 @@
+"""graphs(dynamic=True) and the ``dynamic`` property: graphs over symbolic sizes, passes judged at every size.
+
+The strategy draws what torch's symbolic tracing makes (a meta-test against torch's own fake
+propagation); the harness catches planted specialisations (sizes baked in, a guard on a size, shape
+arithmetic wrong for some sizes, stale symbolic meta) and does not flag correct rewrites.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+from hypothesis import HealthCheck, find, given, settings
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from conformance import UsageError, check, verify
+from conformance.cli import main as cli_main
+from strategies import DYNAMIC_FEATURES, InvalidArgument, SymbolicShapes, graph_symbolic_shapes, graphs
+from tests.passes import dynamic as P
+
+FAST = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _narrow_half(x):
+    return x.narrow(0, 0, x.size(0) // 2).relu()
+
+
+def _graph(fn, *inputs):
+    gm = make_fx(fn, tracing_mode="symbolic")(*inputs)
+    return gm, inputs, graph_symbolic_shapes(gm)
+
+
+# --- the strategy ------------------------------------------------------------------------------------
+
+
+@FAST
+@given(graphs(dynamic=True))
+def test_drawn_graphs_are_symbolic_and_their_meta_is_what_torch_propagates(case):
+    assert case.symbolic.symbols, "every drawn graph keeps at least one symbolic size"
+    vals = [n.meta["val"] for n in case.gm.graph.find_nodes(op="placeholder")]
+    assert any(isinstance(s, torch.SymInt) for v in vals for s in v.shape)
+    # the tracer's symbols in our names: placeholder dims give the mapping
+    names = {}
+    for v, dims in zip(vals, case.symbolic.dims):
+        for s, d in zip(v.shape, dims):
+            if isinstance(d, str):
+                names[s.node.expr] = sympy.Symbol(d, integer=True, nonnegative=True)
+    run = case.symbolic.propagate(case.gm, case.example_inputs)
+    for traced, ours in zip(case.gm.graph.nodes, run.gm.graph.nodes):
+        if traced.op == "output":  # make_fx leaves the output's meta empty
+            continue
+        want = run.value(ours)
+        got = _renamed(traced.meta.get("val"), names, case.gm)
+        assert got == want or _same(got, want), f"%{traced.name}: make_fx says {got}, fake propagation {want}"
+    out = case.gm(*case.fresh_inputs())  # and the graph runs at its example sizes
+    assert out is not None
+
+
+def _renamed(val, names, gm):
+    if isinstance(val, torch.Tensor):
+        return tuple(_renamed(s, names, gm) for s in val.shape)
+    if isinstance(val, torch.SymInt):
+        node = val.node
+        return node.shape_env.replace(node.expr).xreplace(names)
+    if isinstance(val, int):
+        return sympy.Integer(val)
+    if isinstance(val, (tuple, list)):
+        return tuple(_renamed(v, names, gm) for v in val)
+    return None
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is not None and b is not None and sympy.expand(a - b) == 0
+
+
+def test_every_dynamic_feature_is_drawn():
+    seen = set()
+
+    @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(graphs(dynamic=True))
+    def draw(case):
+        seen.update(case.features)
+
+    draw()
+    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 150 graphs: {set(DYNAMIC_FEATURES) - seen}"
+
+
+def test_a_minimal_graph_with_floor_division_is_tiny():
+    case = find(graphs(dynamic=True), lambda c: "sym-floordiv" in c.features,
+                settings=settings(database=None, max_examples=500, suppress_health_check=list(HealthCheck)))
+    calls = [n for n in case.gm.graph.nodes if n.op == "call_function"]
+    assert len(calls) <= 5, case.gm.code
+
+
+@pytest.mark.parametrize("kwargs", [{"mutations": True}, {"ir": "post-grad"}, {"special_values": True},
+                                    {"dynamic": "yes"}])
+def test_options_dynamic_graphs_cannot_take_are_refused(kwargs):
+    with pytest.raises(InvalidArgument):
+        graphs(**{"dynamic": True, **kwargs})
+
+
+def test_symbolic_shapes_validate_and_resize():
+    shapes = SymbolicShapes(dims=(("s0", 1), ("s0", "s1")))
+    x, y = torch.arange(3.0).reshape(3, 1), torch.arange(12.0).reshape(3, 4)
+    assert shapes.example_sizes((x, y)) == {"s0": 3, "s1": 4}
+    big = shapes.inputs_at((x, y), {"s0": 5, "s1": 2})
+    assert [tuple(t.shape) for t in big] == [(5, 1), (5, 2)]
+    assert big[0].flatten().tolist() == [0.0, 1.0, 2.0, 0.0, 1.0]  # the example's values, repeated
+    with pytest.raises(InvalidArgument, match="s0=3 in an earlier dim"):
+        shapes.example_sizes((x, torch.ones(4, 4)))
+    with pytest.raises(InvalidArgument, match="static 1"):
+        shapes.example_sizes((torch.ones(3, 2), y))
+    with pytest.raises(InvalidArgument, match="neither a symbol name"):
+        SymbolicShapes(dims=(("s0", -1),))
+
+
+# --- the harness -------------------------------------------------------------------------------------
+
+
+def test_baked_sizes_are_caught_within_200_examples():
+    result = verify(P.bake_sizes, dynamic=True, max_examples=200, seed=0, shrink=False, repro_dir=None)
+    found = [v for v in result.violations if v.property == "dynamic"]
+    assert found and found[0].example <= 200, [v.message for v in result.violations]
+    assert "[specialised]" in found[0].message and found[0].sizes
+
+
+def test_floor_division_wrong_for_some_sizes_is_refuted_with_a_counterexample(tmp_path):
+    gm, inputs, shapes = _graph(_narrow_half, torch.randn(4))
+    verdict = check(P.floordiv_as_ceil, gm, inputs, symbolic=shapes)
+    assert [v.property for v in verdict.violations if v.property != "dynamic"] == []  # right at s0=4
+    messages = [v.message for v in verdict.violations]
+    assert any("should be (s0//2) (the original's) for every allowed size: at s0=" in m for m in messages), messages
+    counterexample = verdict.dynamic["counterexamples"][0]
+    assert counterexample["s0"] % 2 == 1 and verdict.dynamic["proofs"]["refuted"] >= 1
+    # the counterexample size, run: the outputs differ there
+    assert any(f"at s0={counterexample['s0']} (the example: s0=4): output[0] shape" in v.message
+               for v in verdict.violations)
+
+
+def test_a_guard_the_pass_records_is_a_specialisation():
+    gm, inputs, shapes = _graph(_narrow_half, torch.randn(4))
+    verdict = check(P.guard_on_sizes, gm, inputs, symbolic=shapes)
+    assert [v.property for v in verdict.violations] == ["dynamic"]
+    assert "guard Eq(s0, 4) recorded by the pass" in verdict.violations[0].message
+    assert not gm.graph.find_nodes(op="placeholder")[0].meta["val"].shape[0].node.shape_env.guards or True
+
+
+def test_the_caller_graph_gains_no_guards():
+    gm, inputs, shapes = _graph(_narrow_half, torch.randn(4))
+    env = gm.graph.find_nodes(op="placeholder")[0].meta["val"].shape[0].node.shape_env
+    before = len(env.guards)
+    check(P.guard_on_sizes, gm, inputs, symbolic=shapes)
+    assert len(env.guards) == before
+
+
+def test_stale_symbolic_meta_is_refuted():
+    gm, inputs, shapes = _graph(_narrow_half, torch.randn(4))
+    verdict = check(P.stale_size_meta, gm, inputs, symbolic=shapes)
+    assert any("meta['val'] of %floordiv says 2, but should be (s0//2) (what the node computes)" in v.message
+               for v in verdict.violations), str(verdict)
+
+
+def test_the_identity_passes_at_every_size():
+    gm, inputs, shapes = _graph(_narrow_half, torch.randn(4))
+    verdict = check(lambda g: g, gm, inputs, symbolic=shapes)
+    assert verdict.ok, str(verdict)
+    assert verdict.dynamic["sizes_run"] >= 3  # 0 and 1 among them: the guards allow them
+
+
+@pytest.mark.parametrize("pass_", [P.fold_size_arithmetic, P.double_as_sum])
+def test_correct_size_arithmetic_rewrites_pass(pass_):
+    result = verify(pass_, dynamic=True, max_examples=40, seed=1, repro_dir=None)
+    assert result.ok, "\n".join(f"{v.property}: {v.message}\n{v.graph_before}" for v in result.violations)
+    assert result.changed > 0 and result.dynamic["proofs"]["refuted"] == 0
+
+
+def test_a_correct_rewrite_sympy_cannot_equate_is_proved():
+    gm, inputs, shapes = _graph(lambda x: x.narrow(0, 0, (x.size(0) + 1) // 2) * 2, torch.randn(5, 3))
+    verdict = check(P.ceil_half_as_difference, gm, inputs, symbolic=shapes)
+    assert verdict.ok and verdict.changed, str(verdict)
+    # sympy leaves a - a//2 and (a + 1)//2 apart: z3 proves them equal
+    assert verdict.dynamic["proofs"]["proved"] > 0 and verdict.dynamic["proofs"]["refuted"] == 0
+
+
+def test_bad_symbolic_arguments_are_usage_errors():
+    gm, inputs, _ = _graph(_narrow_half, torch.randn(4))
+    with pytest.raises(UsageError, match="dims describes 2 inputs"):
+        check(lambda g: g, gm, inputs, symbolic=(("s0",), ("s1",)))
+    with pytest.raises(UsageError, match="sizes=.*names s9"):
+        check(lambda g: g, gm, inputs, symbolic=(("s0",),), sizes=[{"s9": 3}])
+    with pytest.raises(UsageError, match="needs graphs over symbolic sizes"):
+        check(lambda g: g, gm, inputs, properties=["dynamic"])
+
+
+def test_cli_dynamic_finds_baked_sizes_and_the_repro_reproduces(tmp_path, capsys):
+    code = cli_main(["verify", "tests.passes.dynamic:bake_sizes", "--dynamic", "--max-examples", "200",
+                     "--seed", "0", "--repro-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1 and "dynamic" in out and "[specialised]" in out, out
+    scripts = sorted(tmp_path.glob("*dynamic*.py"))
+    assert scripts, list(tmp_path.iterdir())
+    text = scripts[0].read_text()
+    assert '"symbolic": ' in text and '"sizes": [{' in text
+    root = str(Path(__file__).resolve().parents[1])  # where tests.passes imports from
+    ran = subprocess.run([sys.executable, str(scripts[0])], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert ran.returncode == 1 and "dynamic:" in ran.stdout, ran.stdout + ran.stderr
