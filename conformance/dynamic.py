@@ -9,8 +9,9 @@ The checks, in order (the first that finds something is reported):
    specialisation. So is one that fake propagation of the *result* records.
    "Implies" assumes the original's guards and the ranges torch traced it under (``s >= 2`` for
    a symbol it did not specialise), as torch's own guards for a compiled graph do.
-2. **Shape arithmetic, proved.** Every node the result shares with the original (by name: passes
-   keep the names of nodes they do not replace), and every output, must have the same symbolic
+2. **Shape arithmetic, proved.** Every ATen node the result shares with the original (same name,
+   op and tensor operands: passes keep those for a node whose size arguments they rewrite), and
+   every output, must have the same symbolic
    value (a tensor's sizes, a SymInt) for all sizes the original's guards allow; where sympy does
    not already make them equal, the z3 prover decides (``conformance.symbolic``) under the same
    assumptions: proved, or a counterexample size. So are the sizes in the ``meta['val']`` the pass left (they must be what
@@ -83,7 +84,8 @@ class DynamicCheck:
         # What proofs assume: the guards, and the ranges torch traced under (s >= 2 for a symbol it did
         # not specialise): the sizes its graph is claimed for. Runs try 0 and 1 as well (``_picked``).
         self.assumed = [*self.guards, *self.original.ranges()]
-        self.values = {n.name: (n.target, self.original.value(n)) for n in self.original.gm.graph.nodes}
+        self.values = {n.name: (_identity(n), self.original.value(n)) for n in self.original.gm.graph.nodes
+                       if isinstance(n.target, torch._ops.OpOverload)}
         self.outputs = _output_values(self.original)
         self.given_sizes = [self._full(s) for s in sizes]
         self.proofs = []  # (verdict, ms) of every prover call
@@ -150,8 +152,8 @@ class DynamicCheck:
         for i, (old, new) in enumerate(zip(self.outputs, _output_values(result))):
             messages += self._equal(old, new, f"output[{i}]")
         for node in result.gm.graph.nodes:
-            target, old = self.values.get(node.name, (None, None))
-            if node.op in ("output", "placeholder") or target is not node.target:
+            identity, old = self.values.get(node.name, (None, None))
+            if identity is None or identity != _identity(node):
                 continue
             new = result.value(node)
             if old is None or new is None:
@@ -297,6 +299,16 @@ class DynamicCheck:
         return {"sizes_run": len(self.ran), "proofs": counts,
                 "prove_ms": round(sum(ms for _, ms in self.proofs), 3), "counterexamples": list(self.counterexamples),
                 "failed_at": [*self.counterexamples, *(s for s in self.failed_at if s not in self.counterexamples)]}
+
+
+def _identity(node: fx.Node) -> tuple:
+    """What pairs a node of the result with the original's: its name, its op, and its arguments with
+    tensor operands by name and size operands (SymInt nodes) left open. A pass keeps these for a
+    node whose size arguments it rewrites; a graph built anew (a lowering) may reuse a name for
+    another node, which this tells apart."""
+    def arg(a):
+        return a.name if isinstance(a.meta.get("val"), torch.Tensor) else "<size>"
+    return node.name, node.target, repr(fx.map_arg((node.args, node.kwargs), arg))
 
 
 def _output_values(run) -> list:

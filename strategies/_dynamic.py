@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from torch.utils._sympy.functions import FloorDiv
 
 from ._draws import choose, flag, index, integers
+from ._errors import InvalidArgument
 from ._symshapes import graph_symbolic_shapes, size_symbol
 
 MAX_NUMEL = 4096  # at the example sizes; other sizes the harness picks stay near them
@@ -438,7 +439,6 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     ctx = _Ctx({s: sympy.Integer(n) for s, n in zip(symbols, examples)}, max_nodes)
     dtype = draw(dtypes)
     if not dtype.is_floating_point:
-        from ._errors import InvalidArgument
         raise InvalidArgument(f"dtypes drew {dtype}, but dynamic=True draws floating graphs only")
     recipes = []
     for _ in range(draw(integers(min_inputs, max_inputs))):
@@ -472,7 +472,10 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
         gm = make_fx(program, tracing_mode="symbolic")(*inputs)
     except Exception:  # noqa: BLE001 - a program torch cannot trace symbolically is not drawn
         reject()
-    shapes = graph_symbolic_shapes(gm)
+    try:
+        shapes = graph_symbolic_shapes(gm)
+    except InvalidArgument:  # a guard made one input size an expression of another's (s1 = 2*s0)
+        reject()
     if not shapes.symbols:  # the tracer specialised every size (a guard such as Eq(s0, 2)): nothing dynamic
         reject()
     gm.graph.eliminate_dead_code()  # as the graphs passes are handed (AOTAutograd's are), and make_fx's are not

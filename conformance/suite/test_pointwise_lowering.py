@@ -8,6 +8,9 @@
   intermediate overflow that some CPUs' eager kernels have).
 - Pointwise-only graphs: one lowered graph with ``dynamic=True`` is run at three more sizes (same
   ranks, broadcasting and layouts, new extents) and matches eager at each, with no new kernel.
+- Graphs over symbolic sizes (``graphs(dynamic=True)``: SymInt sizes, ``sym_size`` nodes, size
+  arithmetic feeding views, factories and slices) lowered with ``dynamic=True`` keep the ``dynamic``
+  property: no new guards, the same symbolic sizes, the same values at other sizes (0 and 1 among them).
 
 Kernels run under the Triton interpreter on CPU and compiled on a CUDA device (``--device``).
 """
@@ -110,3 +113,19 @@ def test_one_dynamic_lowering_serves_every_size(case, factors):
         message = compare_outputs(case.gm, inputs, lowered(*inputs), f"at sizes {sizes}: output", specials=SPECIALS)
         assert message is None, f"{message}\noriginal:\n{case.gm.code}\nlowered:\n{lowered.code}"
     assert len(_runtime._FUNCTIONS) == kernels, "a new size made a new kernel"
+
+
+# --- graphs over symbolic sizes -------------------------------------------------------------------
+
+
+def lower_dynamic(gm, sample_inputs):
+    return lower_pointwise(gm, sample_inputs, dynamic=True)
+
+
+def test_dynamic_lowering_holds_at_every_size_of_symbolic_graphs():
+    max_examples, seed = _budget()
+    result = verify(lower_dynamic, max_examples=max_examples, seed=seed, dynamic=True, timeout=60,
+                    properties=PROPERTIES + ["dynamic"])
+    assert result.ok, "\n\n".join(f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}\nrepro: {v.repro_path}"
+                                  for v in result.violations) + f"\n(seed {result.seed})"
+    assert not result.vacuous and result.dynamic["sizes_run"] >= result.examples

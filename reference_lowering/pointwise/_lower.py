@@ -66,6 +66,10 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
 def _lowerable(node: fx.Node, info: dict, at_use: dict) -> bool:
     if unsupported_reason(node) is not None or not isinstance(info.get(node), TensorInfo):
         return False
+    # A size computed at run time (a SymInt node: ``x * x.size(0)`` in a dynamic graph) is no kernel
+    # operand here: kernels take tensors, and their scalars as constants; the op stays an ATen call.
+    if any(not isinstance(info.get(a), TensorInfo) for a in node.all_input_nodes):
+        return False
     return all(at_use[(a, node)].device == info[node].device for a in node.all_input_nodes if (a, node) in at_use)
 
 
