@@ -97,6 +97,10 @@ class ConsoleReporter:
         self._line("")
         self._table(rows)
         self._line(fire_line(result))
+        if result.dynamic:
+            d, p = result.dynamic, result.dynamic["proofs"]
+            self._line(f"dynamic: {d['sizes_run']} runs at other sizes; z3 {p['proved']} proved, {p['refuted']} "
+                       f"refuted, {p['unknown']} unknown ({d['prove_ms']:.0f} ms)")
         if result.vacuous:
             self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
