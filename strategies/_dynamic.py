@@ -156,6 +156,22 @@ def _run_reduce(x, fn, d, keepdim):
     return getattr(torch, fn)(x, d, keepdim=keepdim)
 
 
+def _run_noop(x, variant, d):
+    """What real passes remove as no-ops, with symbolic sizes in the arguments."""
+    if variant == "slice_all":
+        return x.narrow(d, 0, x.size(d))  # slice(x, d, 0, s): the whole dim
+    if variant == "view_same":
+        return x.reshape(*_sizes(x))  # view to its own shape
+    if variant == "expand_same":
+        return x.expand(*_sizes(x))
+    if variant == "add0":
+        return x + 0
+    return x * 1
+
+
+NOOPS = ("slice_all", "view_same", "expand_same", "add0", "mul1")
+
+
 def _run_transpose(x, d0, d1):
     return x.transpose(d0, d1)
 
@@ -176,8 +192,6 @@ def _draw_binary(draw, ctx, x):
 def _draw_size_scalar(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d = index(draw, len(v.shape))
     return (x,), (d, choose(draw, ("id", "half", "plus1", "max3"))), v.shape
 
@@ -196,7 +210,7 @@ def _draw_flatten(draw, ctx, x):
 def _draw_unflatten(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    d = index(draw, len(v.shape)) if v.shape else _skip()
+    d = index(draw, len(v.shape))
     k = choose(draw, (2, 3))
     if v.example[d] % k or v.example[d] < k:
         raise _Skip  # the view needs k | size: a guard (Eq(Mod(s, k), 0)) the example must satisfy
@@ -228,16 +242,12 @@ def _draw_expand_new(draw, ctx, x):
 
 def _draw_arange(draw, ctx, x):
     vals = ctx.vals
-    if not vals[x].shape:
-        raise _Skip
     return (x,), (), vals[x].shape
 
 
 def _draw_full(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d = index(draw, len(v.shape))
     arith = choose(draw, tuple(ARITH))
     size = ARITH[arith][1](v.shape[d])
@@ -249,8 +259,6 @@ def _draw_full(draw, ctx, x):
 def _draw_narrow(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d = index(draw, len(v.shape))
     arith, start = choose(draw, (("half", 0), ("ceil_half", 0), ("id", 1), ("minus1", 0)))
     length = ARITH[arith][1](v.shape[d]) - start
@@ -262,8 +270,6 @@ def _draw_narrow(draw, ctx, x):
 def _draw_cat(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d = index(draw, len(v.shape))
     partners = [i for i, w in enumerate(vals) if len(w.shape) == len(v.shape) and w.dtype == v.dtype
                 and all(a == b for j, (a, b) in enumerate(zip(v.shape, w.shape)) if j != d)]
@@ -276,8 +282,6 @@ def _draw_cat(draw, ctx, x):
 def _draw_pad(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     left, right = index(draw, 3), index(draw, 3)
     return (x,), (left, right), (*v.shape[:-1], v.shape[-1] + left + right)
 
@@ -285,8 +289,6 @@ def _draw_pad(draw, ctx, x):
 def _draw_repeat(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d, k = index(draw, len(v.shape)), choose(draw, (2, 3))
     shape = list(v.shape)
     shape[d] = k * v.shape[d]
@@ -296,8 +298,6 @@ def _draw_repeat(draw, ctx, x):
 def _draw_reduce(draw, ctx, x):
     vals = ctx.vals
     v = vals[x]
-    if not v.shape:
-        raise _Skip
     d, keepdim = index(draw, len(v.shape)), flag(draw)
     shape = list(v.shape)
     if keepdim:
@@ -305,6 +305,11 @@ def _draw_reduce(draw, ctx, x):
     else:
         del shape[d]
     return (x,), (choose(draw, REDUCE), d, keepdim), tuple(shape)
+
+
+def _draw_noop(draw, ctx, x):
+    v = ctx.vals[x]
+    return (x,), (choose(draw, NOOPS), index(draw, len(v.shape))), v.shape
 
 
 def _draw_transpose(draw, ctx, x):
@@ -317,10 +322,6 @@ def _draw_transpose(draw, ctx, x):
     shape = list(v.shape)
     shape[d0], shape[d1] = shape[d1], shape[d0]
     return (x,), (d0, d1), tuple(shape)
-
-
-def _skip():
-    raise _Skip
 
 
 # name -> (run, draw). The first row is what a step shrinks to.
@@ -340,6 +341,8 @@ STEPS = {
     "repeat": (_run_repeat, _draw_repeat),  # k * size
     "reduce": (_run_reduce, _draw_reduce),
     "transpose": (_run_transpose, _draw_transpose),
+    "noop": (_run_noop, _draw_noop),  # what remove_noop_ops exists for, sizes symbolic
+    "duplicate": (None, None),  # an earlier step again, same operands (CSE bait): see _step
 }
 _KINDS = tuple(STEPS)
 
@@ -379,7 +382,17 @@ class _Ctx:
 def _step(draw) -> None:
     ctx = _CURRENT.ctx
     kind = _KINDS[index(draw, len(_KINDS))]
-    x = index(draw, len(ctx.vals))
+    ranked = [i for i, v in enumerate(ctx.vals) if v.shape]  # 0-d results (full reductions) are left alone
+    if not ranked:
+        return
+    if kind == "duplicate":  # values are the inputs, then one per step
+        if ctx.steps:
+            i = index(draw, len(ctx.steps))
+            result = ctx.vals[len(ctx.vals) - len(ctx.steps) + i]
+            ctx.steps.append(ctx.steps[i])
+            ctx.vals.append(result)
+        return
+    x = choose(draw, ranked)
     try:
         operands, params, shape = STEPS[kind][1](draw, ctx, x)
     except _Skip:

@@ -113,7 +113,7 @@ class SymbolicShapes:
 
         examples = self.example_sizes(inputs)
         env = ShapeEnv(duck_shape=False)
-        mode = FakeTensorMode(shape_env=env)
+        mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)  # a graph's real constants
         ints, created = {}, {}
         for name in self.symbols:
             source = ConstantSource(name)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -333,3 +334,13 @@ def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path):
     r = _cli("verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad", "--max-examples", "20",
              "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pytest_plugin_checks_dynamic_with_fx_dynamic(tmp_path):
+    """--fx-dynamic: graphs over symbolic sizes, and the dynamic test judges them (a pass that bakes
+    the example's sizes in fails it; the other properties hold, the sizes being right at the example)."""
+    planted = Path(__file__).resolve().parent / "passes" / "dynamic.py"
+    bad = _pytest(f"--fx-pass={planted}:bake_sizes", "--fx-dynamic", "-q", cwd=tmp_path, profile="find")
+    assert bad.returncode == 1, bad.stdout[-3000:]
+    assert "violates dynamic" in bad.stdout and "[specialised]" in bad.stdout, bad.stdout[-3000:]
+    assert re.search(r"1 failed, 4 passed, 1 skipped", bad.stdout), bad.stdout[-1500:]

@@ -1,0 +1,118 @@
+"""Torch's own passes on graphs over symbolic sizes (``verify(dynamic=True)``, issue 17).
+
+- ``DYNAMIC_ROWS``: the rows of ``test_torch_passes.PASSES`` that fire on drawn symbolic graphs
+  (functional "aten" graphs, as ``make_fx(tracing_mode="symbolic")`` gives them), verified with
+  the ``dynamic`` property besides the others; the pass's static findings and the dynamic ones
+  below are accepted (``verify(known=)``), anything else fails, and so does a pass that changed no
+  graph. ``scripts/dynamic_torch_passes.py`` prints the whole table (docs/design.md).
+- ``DYNAMIC_FINDINGS``: what only symbolic graphs show, minimised to a program that
+  ``make_fx(tracing_mode="symbolic")`` traces; ``test_dynamic_finding_shows`` proves the checker
+  catches it and ``test_dynamic_finding_fixed`` is a strict xfail naming the torch version.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import settings
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from conformance import check
+from strategies import graph_symbolic_shapes
+
+from .test_torch_passes import PASSES, TORCH, known_for, verify_row
+
+pytestmark = pytest.mark.conformance
+
+# The rows that change drawn symbolic graphs (30 graphs, seed 0: each changed 2-25 of them).
+DYNAMIC_ROWS = ("post_grad.remove_noop_ops", "post_grad.reorder_for_locality", "post_grad.post_grad_passes",
+                "joint_graph.joint_graph_passes", "export.ReplaceViewOpsWithViewCopyOpsPass", "fx.CSEPass",
+                "fx.legalize_graph")
+
+
+@dataclass(frozen=True)
+class DynamicFinding:
+    """A way a torch pass is wrong on symbolic graphs: ``program`` over ``inputs()``, traced
+    symbolically, shows a ``property`` violation matching ``message`` after ``pass_name``."""
+
+    pass_name: str
+    property: str
+    message: str  # a regular expression
+    program: Callable
+    inputs: Callable
+    behaviour: str
+
+    def matches(self, violation) -> bool:
+        return violation.property == self.property and re.search(self.message, violation.message) is not None
+
+    def graph(self):
+        inputs = self.inputs()
+        gm = make_fx(self.program, tracing_mode="symbolic")(*inputs)
+        return gm, inputs, graph_symbolic_shapes(gm)
+
+
+DYNAMIC_FINDINGS = {
+    "reinplace-crashes-on-sym-size": DynamicFinding(
+        "fx.reinplace", "execution", r"AttributeError: 'int' object has no attribute 'numel'",
+        lambda x: (x.reshape(x.size(0) * x.size(1)) * 2,), lambda: (torch.randn(3, 4),),
+        "reinplace takes every OpOverload whose first argument is a Tensor for a candidate, aten.sym_size.int "
+        "included, and calls .numel() on its result (an int): it raises on every graph with a sym_size node"),
+    "uniform-fold-uses-a-size-before-it-is-defined": DynamicFinding(
+        "joint_graph.constant_fold_uniform_value", "validity",
+        r"Argument 'sym_size_int\w*' of Node 'full_default\w*' was used before it has been defined",
+        lambda x: (x * 0, x.size(1)), lambda: (torch.randn(1, 2),),
+        "x * 0 becomes full([1, s0], 0.0) inserted where the mul was, but its size argument is a sym_size "
+        "node defined later in the graph: the result does not lint"),
+}
+
+
+def _known(name: str):
+    static = known_for(name)
+    dynamic = [f for f in DYNAMIC_FINDINGS.values() if f.pass_name == name]
+    return lambda v: (static is not None and static(v)) or any(f.matches(v) for f in dynamic)
+
+
+def _budget():
+    profile = settings.default
+    return max(10, profile.max_examples // 2), (0 if profile.derandomize else None)
+
+
+@pytest.mark.parametrize("name", DYNAMIC_ROWS)
+def test_torch_pass_keeps_symbolic_graphs_symbolic(name):
+    """``name`` on drawn symbolic graphs: no violation but known findings, the dynamic property
+    included, and it fires."""
+    max_examples, seed = _budget()
+    result = verify_row(name, max_examples, seed, dynamic=True, ir="aten", graphs="functional", seed_graphs=None,
+                        focus="none", known=_known(name))
+    assert result.ok, f"{name} (seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
+        f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in result.violations)
+    assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
+    assert result.dynamic["sizes_run"] >= result.examples
+
+
+def _check(name: str):
+    finding = DYNAMIC_FINDINGS[name]
+    row = PASSES[finding.pass_name]
+    gm, inputs, shapes = finding.graph()
+    return finding, check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
+                          symbolic=shapes)
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_FINDINGS))
+def test_dynamic_finding_shows(name):
+    """The finding's program, traced symbolically, still shows the violation its row names."""
+    finding, verdict = _check(name)
+    assert any(finding.matches(v) for v in verdict.violations), \
+        f"{finding.pass_name}: expected {finding.property} /{finding.message}/, got {verdict}"
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason=f"{TORCH}: {f.pass_name}: {f.behaviour}")) for n, f in DYNAMIC_FINDINGS.items()])
+def test_dynamic_finding_fixed(name):
+    """Fails while torch has the bug (a strict xfail): the day it passes, remove the finding's row."""
+    _, verdict = _check(name)
+    assert verdict.ok, "\n".join(f"{v.property}: {v.message}" for v in verdict.violations)
