@@ -214,9 +214,9 @@ def test_the_plugin_module_judges_with_the_policy():
 
     class Data:  # what Hypothesis' st.data() hands the module's test: here, one fixed graph
         def draw(self, strategy, label=None):
-            return SimpleNamespace(gm=build(1, _mul_div), example_inputs=HUGE)
+            return SimpleNamespace(gm=build(1, _mul_div), example_inputs=HUGE, symbolic=None)
 
     put = verify_module.load_pass(to_clone)
-    module._check((put, (), None, "relaxed"), Data(), "values")
+    module._check((put, (), None, "relaxed", False), Data(), "values")
     with pytest.raises(AssertionError, match="the original overflows here"):
-        module._check((put, (), None, "strict"), Data(), "values")
+        module._check((put, (), None, "strict", False), Data(), "values")
