@@ -340,7 +340,9 @@ def test_pytest_plugin_checks_dynamic_with_fx_dynamic(tmp_path):
     """--fx-dynamic: graphs over symbolic sizes, and the dynamic test judges them (a pass that bakes
     the example's sizes in fails it; the other properties hold, the sizes being right at the example)."""
     planted = Path(__file__).resolve().parent / "passes" / "dynamic.py"
-    bad = _pytest(f"--fx-pass={planted}:bake_sizes", "--fx-dynamic", "-q", cwd=tmp_path, profile="find")
+    # the "find" profile does not shrink: each shrink step would trace a graph (26 ms) and check it at five sizes
+    bad = _pytest(f"--fx-pass={planted}:bake_sizes", "--fx-dynamic", "-q", "-k", "test_dynamic or test_property",
+                  cwd=tmp_path, profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]
     assert "violates dynamic" in bad.stdout and "[specialised]" in bad.stdout, bad.stdout[-3000:]
-    assert re.search(r"1 failed, 4 passed, 1 skipped", bad.stdout), bad.stdout[-1500:]
+    assert re.search(r"1 failed, 4 passed", bad.stdout), bad.stdout[-1500:]
