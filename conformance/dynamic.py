@@ -92,6 +92,7 @@ class DynamicCheck:
         self.counterexamples = []
         self.ran = []  # the sizes the result was run at
         self.failed_at = []  # the sizes at which it differed from the original
+        self._pass_runs = {}  # id(copy for_pass made) -> (its SymbolicRun, guards before the pass)
 
     def _full(self, sizes: dict) -> dict:
         unknown = sorted(set(sizes) - set(self.examples))
@@ -106,7 +107,7 @@ class DynamicCheck:
         the guards the pass records are its own (and the caller's graph never gains any)."""
         run = self.shapes.propagate(self.gm, self.inputs)
         run.gm.meta.update(self.gm.meta)
-        run.gm.meta["_fx_conformance_symbolic_run"] = (run, len(run.shape_env.guards))
+        self._pass_runs[id(run.gm)] = (run, len(run.shape_env.guards))  # guards so far: propagation's own
         return run.gm
 
     # --- judging the result --------------------------------------------------------------------
@@ -127,7 +128,7 @@ class DynamicCheck:
         return messages + self._run_sizes(after)
 
     def _pass_guards(self, given) -> list:
-        run, before = given.meta.get("_fx_conformance_symbolic_run", (None, 0))
+        run, before = self._pass_runs.get(id(given), (None, 0))
         if run is None:
             return []
         new = run.guards()[before:]
@@ -164,7 +165,7 @@ class DynamicCheck:
 
     def _stale_meta(self, result, after, given) -> list:
         """The sizes in the ``meta['val']`` the pass left against what each node computes."""
-        run, _ = given.meta.get("_fx_conformance_symbolic_run", (None, 0))
+        run, _ = self._pass_runs.get(id(given), (None, 0))
         if run is None:
             return []
         truth = {n.name: result.value(n) for n in result.gm.graph.nodes}

@@ -38,8 +38,8 @@ FLOATS = (torch.float32, torch.float32, torch.float32, torch.float64, torch.floa
 class _Ctx:
     """The program being drawn: its values, steps and the example sizes of its symbols."""
 
-    def __init__(self, env: dict, max_steps: int):
-        self.env, self.max_steps = env, max_steps
+    def __init__(self, env: dict):
+        self.env = env
         self.vals, self.steps = [], []
 
     def ev(self, expr) -> int:
@@ -122,7 +122,7 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
             size += 1
         examples.append(size)
     symbols = [size_symbol(f"s{i}") for i in range(len(examples))]
-    ctx = _Ctx({s: sympy.Integer(n) for s, n in zip(symbols, examples)}, max_nodes)
+    ctx = _Ctx({s: sympy.Integer(n) for s, n in zip(symbols, examples)})
     dtype = draw(dtypes)
     if not dtype.is_floating_point:
         raise InvalidArgument(f"dtypes drew {dtype}, but dynamic=True draws floating graphs only")
@@ -146,7 +146,7 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
         reject()
     n_in = len(recipes)
     outs = [len(ctx.vals) - 1]
-    outs += [i for i in range(n_in, len(ctx.vals) - 1) if not _used(ctx.steps, i, n_in) and flag(draw)]
+    outs += [i for i in range(n_in, len(ctx.vals) - 1) if not _used(ctx.steps, i) and flag(draw)]
     size_out = None
     symbolic_dims = [(i, d) for i, v in enumerate(ctx.vals) for d, s in enumerate(v.shape) if s.free_symbols]
     if symbolic_dims and index(draw, 8) == 7:  # a size as an output, as AOTAutograd forwards return them
@@ -170,7 +170,7 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     return GraphCase(gm, inputs, _features(gm), tuple(recipes), symbolic=shapes)
 
 
-def _used(steps, i: int, n_in: int) -> bool:
+def _used(steps, i: int) -> bool:
     return any(i in s.operands for s in steps)
 
 
