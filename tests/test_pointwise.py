@@ -269,8 +269,8 @@ def test_a_planted_broadcasting_bug_is_caught(monkeypatch):
     from reference_lowering.pointwise import _index
 
     real = _index.offset
-    monkeypatch.setattr(_index, "offset", lambda sizes, shape, strides: _index.XINDEX if len(shape) < len(sizes)
-                        else real(sizes, shape, strides))
+    monkeypatch.setattr(_index, "offset", lambda sizes, shape, strides, axes=None: _index.XINDEX
+                        if len(shape) < len(sizes) else real(sizes, shape, strides, axes))
     gm = build(2, lambda g, c, x, b: [c(aten.add.Tensor, x, b)])
     verdict = check(lower, gm, (torch.randn(3, 4), torch.randn(4)), properties=["values"])
     assert not verdict.ok and verdict.violations[0].property == "values"
@@ -295,3 +295,35 @@ def test_two_regions_never_feed_each_other():
 
     gm = build(2, body)
     assert_lowering_ok(gm, (torch.randn(4), torch.randn(4)))
+
+
+def _layout(kind):
+    g = torch.Generator().manual_seed(3)
+    if kind == "one_transposed":
+        return torch.randn(40, 24, generator=g).t(), torch.randn(24, 40, generator=g)
+    if kind == "both_transposed":
+        return torch.randn(40, 24, generator=g).t(), torch.randn(40, 24, generator=g).t()
+    if kind == "permuted_3d":
+        return torch.randn(3, 20, 12, generator=g).permute(0, 2, 1), torch.randn(3, 12, 20, generator=g)
+    if kind == "channels_last":
+        return (torch.randn(2, 6, 5, 7, generator=g).contiguous(memory_format=torch.channels_last),
+                torch.randn(2, 6, 5, 7, generator=g))
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind,axes", [("one_transposed", 2), ("both_transposed", 1), ("permuted_3d", 2),
+                                       ("channels_last", 2)])
+def test_operands_of_different_layouts_are_walked_in_order(kind, axes):
+    """Operands whose stride-1 dims differ get a 2-D tile (each contiguous along one tile axis); when
+    every operand is transposed alike, one flat index walks them in memory order. Values match eager."""
+    from reference_lowering.pointwise import _index
+
+    x, y = _layout(kind)
+    gm = build(2, lambda g, c, a, b: [c(aten.mul.Tensor, c(aten.sub.Tensor, a, b), 0.5)])
+    lowered = lower_pointwise(gm, (x, y))
+    (kernel,) = lowered.meta["pointwise_kernels"]
+    assert len(kernel.code.axes) == axes
+    contiguous = [a for a in kernel.code.accesses if a[1] == _index.XINDEX]
+    if axes == 1:  # the flat index is each operand's own memory order
+        assert len(contiguous) == 3, kernel.source
+    torch.testing.assert_close(lowered(x, y)[0], (x - y) * 0.5, rtol=0, atol=0)

@@ -155,12 +155,12 @@ def _check_kernel(kernel):
         if not (name.startswith("x") and name[1:].isdigit()):
             continue
         d = int(name[1:])
-        emitted = ix.dim_index(code.sizes, d)
+        emitted = ix.dim_index(code.sizes, d, code.axes)
         _proved(_parse_printed(text, symbols), emitted, assumptions=[in_range])
         result = prove_implies(in_range, sympy.And(emitted >= 0, emitted < code.sizes[d]), timeout_ms=TIMEOUT_MS)
         assert result.verdict == "proved", f"{name} = {text}: {result}"
         printed += 1
-    dims = {ix.dim_symbol(d): ix.dim_index(code.sizes, d) for d in range(len(code.sizes))}
+    dims = {ix.dim_symbol(d): ix.dim_index(code.sizes, d, code.axes) for d in range(len(code.sizes))}
     used = {s for _, offset, _, _ in code.accesses for s in offset.free_symbols if s in dims}
     assert printed == len(used), f"{printed} dims printed, {len(used)} used"
     # With every coordinate in range (proved above, or xindex itself for a contiguous access):

@@ -6,6 +6,10 @@ the graph is rewritten to launch them, so the result is again an FX graph any ha
 - ``lower_pointwise_subgraph(gm)``: strict, one graph -> one ``PointwiseKernel`` (source text and a
   launcher); a node that cannot be in the kernel raises ``LoweringError`` naming it.
 - ``TRITON``: the op table (ATen overload -> Triton expression), one commented row per op.
+- ``compile_for_target(kernel, "sm_90" | "sm_80" | "gfx942")``: a kernel lowered for a GPU-path
+  device (``meta`` works without a GPU) compiled by Triton with no driver, and its ``StaticFigures``
+  (registers, spills, stack, shared memory, instructions, global access widths per pointer); in a
+  process where ``TRITON_INTERPRET`` was never set.
 
 CPU tensors run under the Triton interpreter (``TRITON_INTERPRET=1``, set by the first CPU kernel);
 f16/bf16 are computed in fp32 and rounded after every op, as eager rounds.
@@ -26,6 +30,7 @@ from ._kernel import TensorInfo, unsupported_reason
 from ._lower import lower_pointwise
 from ._subgraph import PointwiseKernel, lower_pointwise_subgraph
 from ._table import TRITON, Row
+from ._targets import TARGETS, StaticFigures, compile_for_target
 
-__all__ = ["TRITON", "PointwiseKernel", "Row", "TensorInfo", "lower_pointwise", "lower_pointwise_subgraph",
-           "unsupported_reason"]
+__all__ = ["TARGETS", "TRITON", "PointwiseKernel", "Row", "StaticFigures", "TensorInfo", "compile_for_target",
+           "lower_pointwise", "lower_pointwise_subgraph", "unsupported_reason"]

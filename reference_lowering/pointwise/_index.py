@@ -16,6 +16,7 @@ import sympy
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 XINDEX = sympy.Symbol("xindex", integer=True, nonnegative=True)
+YINDEX = sympy.Symbol("yindex", integer=True, nonnegative=True)
 
 
 def size_symbol(d: int) -> sympy.Symbol:
@@ -34,28 +35,34 @@ def product(values) -> sympy.Expr:
     return sympy.Mul(*values) if values else sympy.Integer(1)
 
 
-def dim_index(sizes: tuple, d: int) -> sympy.Expr:
-    """``x_d`` in terms of ``xindex`` for an iteration space of ``sizes``."""
-    inner = product(sizes[d + 1:])
-    if d == 0:
-        return FloorDiv(XINDEX, inner) if inner != 1 else XINDEX
-    return ModularIndexing(XINDEX, inner, sizes[d])
+def flat_axes(rank: int) -> tuple:
+    """One flat index walking the space in row-major order: ``((XINDEX, (0, 1, ..., rank-1)),)``."""
+    return ((XINDEX, tuple(range(rank))),)
 
 
-def contiguous_strides(sizes: tuple) -> tuple:
-    out, running = [], sympy.Integer(1)
-    for size in reversed(sizes):
-        out.append(running)
-        running = running * size
-    return tuple(reversed(out))
+def dim_index(sizes: tuple, d: int, axes: tuple | None = None) -> sympy.Expr:
+    """``x_d`` in terms of the index of the axis walking dim ``d``. ``axes`` are ``(index symbol, dims
+    outer to inner)``: one flat ``xindex`` over every dim (the default), or a 2-D tile (``yindex``
+    over some dims, ``xindex`` over the others)."""
+    for symbol, dims in axes or flat_axes(len(sizes)):
+        if d in dims:
+            i = dims.index(d)
+            inner = product([sizes[e] for e in dims[i + 1:]])
+            if i == 0:
+                return FloorDiv(symbol, inner) if inner != 1 else symbol
+            return ModularIndexing(symbol, inner, sizes[d])
+    raise ValueError(f"dim {d} is on no axis of {axes}")
 
 
-def offset(sizes: tuple, shape: tuple, strides: tuple) -> sympy.Expr:
-    """Where a tensor of ``shape``/``strides`` (broadcast to ``sizes``) is read for ``xindex``:
-    ``xindex`` itself when the tensor is the iteration space laid out contiguously."""
-    if tuple(shape) == tuple(sizes) and all(sympy.expand(a - b) == 0 or size == 1
-                                            for a, b, size in zip(strides, contiguous_strides(sizes), sizes)):
-        return XINDEX
+def offset(sizes: tuple, shape: tuple, strides: tuple, axes: tuple | None = None) -> sympy.Expr:
+    """Where a tensor of ``shape``/``strides`` (broadcast to ``sizes``) is read for the axes' indices:
+    ``xindex`` itself when one flat index walks the tensor's memory in order (dense in that order)."""
+    axes = axes or flat_axes(len(sizes))
+    if len(axes) == 1 and tuple(shape) == tuple(sizes):
+        order = axes[0][1]
+        dense = dense_strides(sizes, tuple(reversed(order)))
+        if all(sympy.expand(strides[d] - dense[d]) == 0 or sizes[d] == 1 for d in range(len(sizes))):
+            return XINDEX
     lead = len(sizes) - len(shape)
     return sympy.Add(*[dim_symbol(j + lead) * stride for j, (size, stride) in enumerate(zip(shape, strides))
                        if size != 1])

@@ -60,6 +60,10 @@ class KernelSource:
     args: tuple  # Arg rows, in signature order after the pointers
     outputs: tuple  # (sizes, strides as sympy of the ks symbols, dtype) per output
     dynamic: bool = False
+    in_dtypes: tuple = ()  # the inputs' dtypes, in pointer order (what a compile for a target needs)
+    num_warps: int = 4  # launch configuration beside ``block`` (the interpreter ignores it)
+    axes: tuple = ()  # (index symbol, dims outer -> inner) per axis: one flat xindex, or (yindex, xindex) tiles
+    tile: tuple = ()  # a 2-D tile: (x extent, y extent, YBLOCK); the grid is (cdiv(x, XBLOCK), cdiv(y, YBLOCK))
     accesses: tuple = field(default=())  # ("load"|"store", offset, sizes, strides) per pointer: what the
     # symbolic suite proves in bounds; offsets are in the dim symbols x<d> (see _index.dim_index)
 
@@ -138,13 +142,18 @@ class _Op:
     def const(self, value) -> str:
         return constant(value, self.dtype)
 
+    @property
+    def block_shape(self) -> str:
+        return self._gen.block_shape
+
     def helper(self, name: str) -> str:
         return helper_name(name, arithmetic(self.dtype))
 
 
 class _Codegen:
-    def __init__(self):
+    def __init__(self, block_shape: str = "[XBLOCK]"):
         self.lines, self.cse, self.count = [], {}, 0
+        self.block_shape = block_shape  # of every value: "[XBLOCK]", or "[YBLOCK, XBLOCK]" in a 2-D tile
 
     def name(self, expr: str) -> str:
         """A temporary holding ``expr`` (the same one for the same expression)."""
@@ -195,7 +204,17 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
         sizes = tuple(sympy.Integer(max(1, int(s))) for s in sizes)
     args = [Arg(f"ks{d}", "size", *_size_source(inputs, info, shape, d)) for d in range(rank)
             if dynamic and shape[d] != 1]
-    gen = _Codegen()
+    widest = max(_bits(info[n].dtype) for n in [*inputs, *outputs])
+    axes = ix.flat_axes(rank) if dynamic or numel == 0 else _axes(inputs, outputs, info, shape)
+    tile = ()
+    if len(axes) == 2:
+        x_extent = ix.product([sizes[d] for d in axes[1][1]])
+        block, yblock, num_warps = tile_config(int(x_extent), int(numel // x_extent), interpreter)
+        tile = (x_extent, numel // x_extent, yblock)
+    else:
+        block, num_warps = launch_config(int(numel) if not dynamic else None, interpreter, widest)
+    block_shape = "[YBLOCK, XBLOCK]" if tile else "[XBLOCK]"
+    gen = _Codegen(block_shape)
     env, accesses = {}, []
 
     for i, node in enumerate(inputs):
@@ -204,11 +223,11 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
                         for j in range(len(t.shape)))
         args += [Arg(f"in{i}_st{j}", "stride", i, j) for j in range(len(t.shape)) if dynamic and t.shape[j] != 1]
         in_shape = tuple(sizes[j + rank - len(t.shape)] if t.shape[j] != 1 else 1 for j in range(len(t.shape)))
-        off = ix.offset(sizes, in_shape, strides)
+        off = ix.offset(sizes, in_shape, strides, axes)
         accesses.append(("load", off, in_shape, strides))
         if off.is_Integer:  # a broadcast scalar: one unmasked load, then a block of it
             loaded = gen.name(f"tl.load(in_ptr{i} + {ix.pexpr(off)})")
-            loaded = gen.name(f"tl.broadcast_to({loaded}, [XBLOCK])")
+            loaded = gen.name(f"tl.broadcast_to({loaded}, {block_shape})")
         else:
             loaded = gen.name(f"tl.load(in_ptr{i} + {_paren(off)}, xmask)")
         if t.dtype == torch.bfloat16:
@@ -230,7 +249,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
         else:
             strides = tuple(sympy.Integer(s) for s in t.stride)
         out_specs.append((tuple(t.shape) if numel == 0 else sizes, strides, t.dtype))
-        off = ix.offset(sizes, tuple(sizes), strides)
+        off = ix.offset(sizes, tuple(sizes), strides, axes)
         accesses.append(("store", off, tuple(sizes), strides))
         v = env[node]
         stored = v.expr if v.held == register(t.dtype) else f"{v.expr}.to({TL[register(t.dtype)]})"
@@ -243,13 +262,19 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     used_dims = sorted({int(s.name[1:]) for _, e, _, _ in accesses for s in e.free_symbols
                         if s.name.startswith("x") and s.name[1:].isdigit()})
     wide = dynamic or not ix.fits_int32(int(numel), [(info[n].shape, info[n].stride) for n in [*inputs, *outputs]])
-    block = _block(int(numel) if not dynamic else None, interpreter)
-    head = ["xoffset = tl.program_id(0).to(tl.int64) * XBLOCK" if wide else "xoffset = tl.program_id(0) * XBLOCK",
-            "xindex = xoffset + tl.arange(0, XBLOCK)",
-            f"xmask = xindex < {'xnumel' if dynamic else ix.pexpr(numel)}"]
-    head += [f"x{d} = {ix.pexpr(ix.dim_index(sizes, d))}" for d in used_dims]
+    pid = [f"tl.program_id({a}).to(tl.int64)" if wide else f"tl.program_id({a})" for a in (0, 1)]
+    if tile:
+        x_extent, y_extent, _ = tile
+        head = [f"yoffset = {pid[1]} * YBLOCK", "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                f"xoffset = {pid[0]} * XBLOCK", "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+                f"xmask = (xindex < {ix.pexpr(x_extent)}) & (yindex < {ix.pexpr(y_extent)})"]
+    else:
+        head = [f"xoffset = {pid[0]} * XBLOCK", "xindex = xoffset + tl.arange(0, XBLOCK)",
+                f"xmask = xindex < {'xnumel' if dynamic else ix.pexpr(numel)}"]
+    head += [f"x{d} = {ix.pexpr(ix.dim_index(sizes, d, axes))}" for d in used_dims]
     params = [f"in_ptr{i}" for i in range(len(inputs))] + [f"out_ptr{j}" for j in range(len(outputs))]
     params += [a.name for a in args] + (["xnumel"] if dynamic else []) + ["XBLOCK: tl.constexpr"]
+    params += ["YBLOCK: tl.constexpr"] if tile else []
     body = "\n".join("    " + line for line in [*head, *gen.lines, *stores])
     helpers = helper_sources(body)
     digest = hashlib.sha1(("\n".join(params) + body + "\n".join(helpers)).encode()).hexdigest()
@@ -257,8 +282,57 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     source = "\n\n\n".join(["import triton\nimport triton.language as tl", *helpers,
                             f"@triton.jit\ndef {name}({', '.join(params)}):\n{body}"]) + "\n"
     return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=tuple(shape) if numel == 0 else sizes,
-                        numel=numel, block=block,
-                        args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, accesses=tuple(accesses))
+                        numel=numel, block=block, num_warps=num_warps, in_dtypes=tuple(info[n].dtype for n in inputs),
+                        args=tuple(args), outputs=tuple(out_specs), dynamic=dynamic, accesses=tuple(accesses),
+                        axes=axes, tile=tile)
+
+
+def _axes(inputs, outputs, info, shape) -> tuple:
+    """How the kernel walks its space (static kernels). Every operand that covers the whole space has a
+    stride-1 dim; where they all agree, one flat index walks the dims in the first output's memory
+    order (a transposed output is written in order, not at a stride). Where they disagree, a 2-D
+    tile: ``xindex`` walks the first output's stride-1 dim, ``yindex`` the other dims with the
+    stride-1 dim of the biggest disagreeing operand innermost, so each access is contiguous along
+    one tile axis (Triton moves the other through shared memory)."""
+    rank = len(shape)
+    order = tuple(reversed(ix.stride_order(shape, info[outputs[0]].stride)))  # outer -> inner
+    order = tuple(d for d in order if shape[d] == 1) + tuple(d for d in order if shape[d] != 1)
+    units = {}
+    for node in [*inputs, *outputs]:
+        t = info[node]
+        if tuple(t.shape) != tuple(shape) or any(st == 0 and sz != 1 for sz, st in zip(t.shape, t.stride)):
+            continue  # broadcast operands (by shape or by a stride 0) are served by the cache, not tiled for
+        unit = next((d for d in range(rank) if t.stride[d] == 1 and shape[d] != 1), None)
+        if unit is not None:
+            units[node] = unit
+    x_dim = units.get(outputs[0])
+    others = sorted((n for n in units if units[n] != x_dim), key=lambda n: -info[n].dtype.itemsize)
+    if x_dim is None or not others:
+        return ((ix.XINDEX, order),)
+    y_dim = units[others[0]]
+    y_dims = tuple(d for d in order if d not in (x_dim, y_dim)) + (y_dim,)
+    return ((ix.YINDEX, y_dims), (ix.XINDEX, (x_dim,)))
+
+
+# A 2-D tile on a GPU: 32 x 32 (x is the output's stride-1 dim), 4 warps, what Inductor picks for a
+# transposed pointwise op; the interpreter gets one wide tile per program.
+TILE, TILE_WARPS, MAX_Y_PROGRAMS = 32, 4, 65535
+
+
+def tile_config(x_extent: int, y_extent: int, interpreter: bool) -> tuple:
+    """``(XBLOCK, YBLOCK, num_warps)`` of a 2-D tile kernel."""
+    if interpreter:
+        x = min(ix.next_power_of_2(x_extent), INTERPRETER_BLOCK)
+        y = min(ix.next_power_of_2(y_extent), max(1, INTERPRETER_BLOCK // x))
+    else:
+        x, y = min(TILE, ix.next_power_of_2(x_extent)), min(TILE, ix.next_power_of_2(y_extent))
+    while -(-y_extent // y) > MAX_Y_PROGRAMS:  # the grid's y dimension is limited
+        y *= 2
+    return x, y, max(1, min(TILE_WARPS, x * y // 256))
+
+
+def _bits(dtype: torch.dtype) -> int:
+    return 8 if dtype == torch.bool else torch.finfo(dtype).bits if dtype.is_floating_point else torch.iinfo(dtype).bits
 
 
 def _paren(e: sympy.Expr) -> str:
@@ -276,13 +350,24 @@ def _size_source(inputs, info, shape, d) -> tuple:
     raise LoweringError(f"no input of the kernel has the iteration size {shape[d]} at dim {d}")
 
 
-def _block(numel, interpreter: bool) -> int:
-    # The interpreter pays ~1.6 ms per program instance, so it gets few, wide programs; compiled
-    # code gets 1024-wide programs (small tensors: one program just covering them).
-    cap = 65536 if interpreter else 1024
+# Compiled code: at most 1024 elements per program, one program just covering a small tensor, and
+# 256 bits per thread of the widest dtype (two 128-bit accesses: 8 fp32 or 4 fp64 elements), what
+# Inductor's pointwise heuristic gives fp32 in one dimension. A 65536-wide program needs a 7 KB stack
+# per thread on sm_90 (measured: tests/test_gpu_targets.py plants it).
+GPU_BLOCK, BITS_PER_THREAD, MAX_WARPS = 1024, 256, 8
+# The interpreter pays ~1.6 ms per program instance, so it gets few, wide programs.
+INTERPRETER_BLOCK = 65536
+
+
+def launch_config(numel, interpreter: bool, widest_bits: int = 32) -> tuple:
+    """``(XBLOCK, num_warps)`` for ``numel`` elements (``None``: a dynamic kernel, any size) whose
+    widest operand has ``widest_bits``."""
     if numel is None:
-        return 1024
-    return max(16, min(cap, ix.next_power_of_2(numel)))
+        block = GPU_BLOCK
+    else:
+        block = max(16, min(INTERPRETER_BLOCK if interpreter else GPU_BLOCK, ix.next_power_of_2(numel)))
+    per_warp = 32 * max(1, BITS_PER_THREAD // max(32, widest_bits))  # f16/bf16 compute in fp32
+    return block, max(1, min(MAX_WARPS, block // per_warp))
 
 
 def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict) -> Value:

@@ -25,7 +25,7 @@ import torch.fx as fx
 from .._errors import LoweringError
 from ._kernel import TensorInfo, generate, unsupported_reason
 from ._runtime import side_table_indices
-from ._subgraph import grid_expr, make_kernel, run_for_info
+from ._subgraph import grid_expr, grid_y, make_kernel, run_for_info
 
 aten = torch.ops.aten
 
@@ -249,7 +249,7 @@ class _Rewriter:
         numel = scalar(code.numel)
         if not isinstance(numel, int) or numel > 0:  # a 0-size output needs no launch
             syms["xnumel"] = numel
-            kernel_idx, constant_args_idx = side_table_indices(kernel.fn, code.block)
+            kernel_idx, constant_args_idx = side_table_indices(kernel.fn, code)
             kwargs = {f"in_ptr{i}": self.env[a] for i, a in enumerate(inputs)}
             kwargs.update({f"out_ptr{j}": b for j, b in enumerate(buffers)})
             kwargs.update({a.name: syms[a.name] for a in code.args})
@@ -257,7 +257,7 @@ class _Rewriter:
                 kwargs["xnumel"] = numel
             launch = g.call_function(_wrapper(), (), {
                 "kernel_idx": kernel_idx, "constant_args_idx": constant_args_idx,
-                "grid": [(scalar(grid_expr(code)), 1, 1)], "tma_descriptor_metadata": {}, "kwargs": kwargs})
+                "grid": [(scalar(grid_expr(code)), scalar(grid_y(code)), 1)], "tma_descriptor_metadata": {}, "kwargs": kwargs})
             launch.meta["pointwise_kernel"] = kernel.name
         for node, buf in zip(outputs, buffers):
             self.env[node] = buf

@@ -61,9 +61,22 @@ def compile_kernel(name: str, source: str, device: torch.device):
         return _FUNCTIONS[name]
 
 
-def launch(fn, grid: tuple, args: tuple, block: int) -> None:
-    if grid[0] > 0:
-        fn[grid](*args, XBLOCK=block)
+# Eager computes and rounds every op on its own, so a fused kernel does too: no contraction of
+# ``a * b + c`` into an FMA unless a row asks for ``tl.fma`` (Triton 3.9 warns that its default, on,
+# becomes off in 3.10; the choice is made here, not by the version).
+FP_FUSION = False
+
+
+def launch_options(code) -> dict:
+    """The launch's constexprs (``XBLOCK``, a tile's ``YBLOCK``) and compile options for a
+    ``KernelSource`` (the interpreter ignores the options)."""
+    blocks = {"XBLOCK": code.block, **({"YBLOCK": code.tile[2]} if code.tile else {})}
+    return {**blocks, "num_warps": code.num_warps, "enable_fp_fusion": FP_FUSION}
+
+
+def launch(fn, grid: tuple, args: tuple, code) -> None:
+    if all(g > 0 for g in grid):
+        fn[grid](*args, **launch_options(code))
 
 
 # --- the FX wrapper node: torch's triton_kernel_wrapper_mutation and its kernel side table ---------
@@ -71,16 +84,17 @@ def launch(fn, grid: tuple, args: tuple, block: int) -> None:
 _CONSTANT_ARGS: dict = {}
 
 
-def side_table_indices(fn, block: int) -> tuple:
-    """``(kernel_idx, constant_args_idx)`` for the wrapper node; the same kernel and block give the same
-    indices (torch's table appends constant args on every call, which would make lowering
+def side_table_indices(fn, code) -> tuple:
+    """``(kernel_idx, constant_args_idx)`` for the wrapper node; the same kernel and launch options give
+    the same indices (torch's table appends constant args on every call, which would make lowering
     nondeterministic)."""
     from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
 
+    options = launch_options(code)
     with _LOCK:
         kernel_idx = kernel_side_table.add_kernel(fn)
-        key = (kernel_idx, block)
-        if kernel_side_table.constant_args.get(_CONSTANT_ARGS.get(key)) != {"XBLOCK": block}:
+        key = (kernel_idx, *sorted(options.items()))
+        if kernel_side_table.constant_args.get(_CONSTANT_ARGS.get(key)) != options:
             # first use, or torch._dynamo.reset() emptied the table (graphs lowered before it are stale)
-            _CONSTANT_ARGS[key] = kernel_side_table.add_constant_args({"XBLOCK": block})
+            _CONSTANT_ARGS[key] = kernel_side_table.add_constant_args(options)
         return kernel_idx, _CONSTANT_ARGS[key]

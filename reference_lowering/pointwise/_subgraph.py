@@ -49,23 +49,43 @@ class PointwiseKernel:
         if len(tensors) != self.code.n_inputs:
             raise LoweringError(f"{self.name} got {len(inputs)} inputs, but takes "
                                 f"{self.code.n_inputs - len(self.constants)}")
-        env = {a.name: (tensors[a.tensor].shape if a.kind == "size" else tensors[a.tensor].stride())[a.dim]
-               for a in self.code.args}
+        env = self.scalar_args(tensors)
         numel = evaluate(self.code.numel, env)
         outs = [torch.empty_strided([evaluate(s, env) for s in sizes], [evaluate(s, env) for s in strides],
                                     dtype=dtype, device=self.device) for sizes, strides, dtype in self.code.outputs]
         args = [*tensors, *outs, *(env[a.name] for a in self.code.args)] + ([numel] if self.code.dynamic else [])
-        _runtime.launch(self.fn, (evaluate(self.grid, {**env, "xnumel": numel}),), tuple(args), self.code.block)
+        grid = (evaluate(self.grid, {**env, "xnumel": numel}), evaluate(grid_y(self.code), env))
+        _runtime.launch(self.fn, grid, tuple(args), self.code)
         return tuple(outs)
+
+    def scalar_args(self, tensors) -> dict:
+        """The size and stride arguments (``ks0``, ``in0_st1``, ...) a launch on ``tensors`` (the kernel's
+        inputs, constants included) passes; with ``xnumel`` for a dynamic kernel."""
+        env = {a.name: (tensors[a.tensor].shape if a.kind == "size" else tensors[a.tensor].stride())[a.dim]
+               for a in self.code.args}
+        if self.code.dynamic:
+            env["xnumel"] = evaluate(self.code.numel, env)
+        return env
 
     def __repr__(self) -> str:
         return f"PointwiseKernel({self.name}, {self.mode}, inputs={self.code.n_inputs}, outputs={len(self.code.outputs)})"
 
 
 def grid_expr(code: KernelSource) -> sympy.Expr:
-    """Programs to launch: ``ceil(numel / XBLOCK)``, written as ``floor`` and rewritten to ``FloorDiv``."""
+    """Programs to launch along the grid's x: ``ceil(numel / XBLOCK)`` (a 2-D tile: its x extent),
+    written as ``floor`` and rewritten to ``FloorDiv``."""
     numel = sympy.Symbol("xnumel", integer=True, nonnegative=True) if code.dynamic else code.numel
+    if code.tile:
+        numel = code.tile[0]
     return replace_floor_div(sympy.floor((numel + code.block - 1) / sympy.Integer(code.block)))
+
+
+def grid_y(code: KernelSource) -> sympy.Expr:
+    """Programs along the grid's y: ``ceil(y extent / YBLOCK)`` for a 2-D tile, else 1."""
+    if not code.tile:
+        return sympy.Integer(1)
+    _, y_extent, yblock = code.tile
+    return replace_floor_div(sympy.floor((y_extent + yblock - 1) / sympy.Integer(yblock)))
 
 
 def evaluate(expr, env: dict) -> int:

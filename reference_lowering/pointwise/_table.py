@@ -115,7 +115,7 @@ def _pow(o, base, exponent):
     if scalar is not None and float(scalar) in special:
         return special[float(scalar)]
     if scalar is not None:  # the helper works on blocks
-        exponent = o.name(f"tl.full([XBLOCK], {exponent}, {o.triton_type})")
+        exponent = o.name(f"tl.full({o.block_shape}, {exponent}, {o.triton_type})")
     return _f(o, "pow", base, exponent)
 
 

@@ -10,13 +10,15 @@ import triton.language as tl
 
 
 @triton.jit
-def pointwise_f849ce8f452c(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
+def pointwise_6160b4b86ce3(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr, YBLOCK: tl.constexpr):
+    yoffset = tl.program_id(1) * YBLOCK
+    yindex = yoffset + tl.arange(0, YBLOCK)[:, None]
     xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)
-    xmask = xindex < 120
-    x0 = (xindex // 12)
-    x1 = (xindex % 12)
+    xindex = xoffset + tl.arange(0, XBLOCK)[None, :]
+    xmask = (xindex < 10) & (yindex < 12)
+    x0 = xindex
+    x1 = yindex
     tmp0 = tl.load(in_ptr0 + (x0 + 10 * x1), xmask)
-    tmp1 = tl.load(in_ptr1 + xindex, xmask)
+    tmp1 = tl.load(in_ptr1 + (12 * x0 + x1), xmask)
     tmp2 = tmp0 - tmp1
     tl.store(out_ptr0 + (x0 + 10 * x1), tmp2, xmask)

@@ -1,0 +1,121 @@
+"""Compile the lowering's kernels for a GPU target with no GPU, and print what the binaries show.
+
+Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` must never be set
+there, and Triton gets its own cache directory): ``python -m tests._gpu_compile TARGET OUT.json``.
+The kernels are those of the golden graphs (tests/test_pointwise_golden.py) and, per op table row
+and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
+(the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
+(a 65536-wide block; a strided copy), which the test's checks must flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from reference_lowering import LoweringError
+from reference_lowering.pointwise import lower_pointwise
+from reference_lowering.pointwise import _kernel, _runtime
+from reference_lowering.pointwise._kernel import _bits
+from reference_lowering.pointwise._targets import TARGETS, compile_for_target, expected_elements
+from tests.graphs import build
+
+
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def golden_cases():
+    from tests.test_pointwise_golden import GOLDEN
+
+    for name, (body, make_inputs, dynamic) in sorted(GOLDEN.items()):
+        inputs = make_inputs()
+        yield f"golden/{name}", build(len(inputs), body), inputs, dynamic
+
+
+def table_cases():
+    from tests.test_pointwise_table import POINTWISE, _cases, _eager_ok, _graph
+
+    for row in POINTWISE:
+        for dtype in sorted(row.dtypes, key=str):
+            for args, kwargs in _cases(row, dtype):
+                if _eager_ok(row, args, kwargs):
+                    gm, inputs = _graph(row, args, kwargs)
+                    yield f"table/{row.name}/{str(dtype).removeprefix('torch.')}", gm, inputs, False
+                    break
+
+
+def planted_cases():
+    aten = torch.ops.aten
+    x = torch.randn(4096)
+    yield "planted/wide_block", build(2, lambda g, c, a, b: [c(aten.add.Tensor, a, b)]), (x, x), False
+    t, y = torch.randn(64, 32).t(), torch.randn(32, 64)
+    yield "planted/strided", build(2, lambda g, c, a, b: [c(aten.sub.Tensor, a, b)]), (t, y), False
+
+
+def compile_all(target: str, planted: bool) -> list:
+    warp = TARGETS[target][2]
+    cases = [*golden_cases(), *table_cases(), *(planted_cases() if planted else ())]
+    rows = []
+    for case, gm, inputs, dynamic in cases:
+        meta = tuple(_meta(t) for t in inputs)
+        if case == "planted/wide_block":  # the interpreter's launch configuration, on a GPU
+            lowered = _lower_with(lambda numel, interpreter, bits: (65536, 4), gm, meta)
+        elif case == "planted/strided":  # no tiling: one flat index over a transposed and a contiguous operand
+            lowered = _lower_with(None, gm, meta)
+        else:
+            lowered = lower_pointwise(gm, meta, dynamic=dynamic)
+        for kernel in lowered.meta["pointwise_kernels"]:
+            values = kernel.scalar_args(meta) if kernel.code.dynamic else None
+            try:
+                figures = compile_for_target(kernel, target, values)
+            except LoweringError as exc:
+                rows.append({"case": case, "kernel": kernel.name, "error": str(exc)})
+                continue
+            rows.append({"case": case, **figures.as_dict(),
+                         "expected_elements": list(expected_elements(kernel.code, warp, values)),
+                         "element_bits": [_bits(d) for d in (*kernel.code.in_dtypes,
+                                                             *(d for _, _, d in kernel.code.outputs))]})
+    return rows
+
+
+def _lower_with(config, gm, inputs):
+    """Lowered with a planted launch configuration, or (``config`` None) with no tiling: one flat index
+    in the first output's order, whatever the other operands' layouts."""
+    from reference_lowering.pointwise import _index
+
+    saved = _kernel.launch_config, _kernel._axes
+    if config is not None:
+        _kernel.launch_config = config
+    else:
+        _kernel._axes = lambda inputs, outputs, info, shape: _index.flat_axes(len(shape))
+    try:
+        return lower_pointwise(gm, inputs)
+    finally:
+        _kernel.launch_config, _kernel._axes = saved
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("target", choices=sorted(TARGETS))
+    p.add_argument("out")
+    p.add_argument("--planted", action="store_true")
+    args = p.parse_args(argv)
+    if _runtime.interpreting():
+        print("TRITON_INTERPRET=1 is set: kernels cannot be compiled for a GPU here", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    rows = compile_all(args.target, args.planted)
+    with open(args.out, "w") as f:
+        json.dump({"target": args.target, "seconds": time.perf_counter() - start, "pid": os.getpid(),
+                   "kernels": rows}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

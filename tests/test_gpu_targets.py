@@ -1,0 +1,88 @@
+"""The lowering's kernels compiled for sm_90, sm_80 and gfx942 on a machine with no GPU, and judged by
+what the binaries show (tests/_gpu_compile.py compiles them in a process of its own: no
+``TRITON_INTERPRET``, a fresh Triton cache, so compile times are real).
+
+Stable properties, not assembly text: every kernel compiles; no local memory (spills) and no stack
+beyond what libdevice's own routines take; registers within a budget; every operand with a
+contiguous dim read and written with accesses as wide as its layout, the elements per thread and
+128 bits allow (``expected_elements``); a compile-time budget. Planted kernels (a 65536-wide
+block; a flat index over a transposed operand) must be flagged, so each check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from reference_lowering.pointwise._targets import TARGETS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REGISTER_BUDGET = 128  # 32-bit registers (AMD: VGPRs) per thread: 4 warps keep >= 25% occupancy on sm_90
+# libdevice's f64 sin/cos reduce large arguments (Payne-Hanek) in a 40-byte local array; eager CUDA's
+# sin/cos for double call the same routine
+LIBDEVICE_STACK = {"table/aten.sin.default/float64": 40, "table/aten.cos.default/float64": 40}
+KERNEL_SECONDS, TOTAL_SECONDS = 5.0, 150.0  # compile time per kernel (cold cache); all kernels of a target
+
+
+def compile_for(target: str, tmp_path, planted=True) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton-cache"), TRITON_DEFAULT_FP_FUSION="0",
+               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    out = tmp_path / f"{target}.json"
+    proc = subprocess.run([sys.executable, "-m", "tests._gpu_compile", target, str(out),
+                           *(["--planted"] if planted else [])], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def problems(row: dict, target: str) -> list:
+    """What a GPU engineer would send back about one compiled kernel (empty: nothing)."""
+    if "error" in row:
+        return [f"does not compile: {row['error']}"]
+    out = []
+    if row["local_bytes"]:
+        out.append(f"{row['local_bytes']} bytes of local memory per thread (spills)")
+    stack = LIBDEVICE_STACK.get(row["case"], 0) if TARGETS[target][0] == "cuda" else 0
+    if row["stack_bytes"] != stack:
+        out.append(f"a {row['stack_bytes']}-byte stack (expected {stack})")
+    if row["registers"] > REGISTER_BUDGET:
+        out.append(f"{row['registers']} registers per thread (budget {REGISTER_BUDGET})")
+    if row["compile_s"] > KERNEL_SECONDS:
+        out.append(f"compiled in {row['compile_s']:.1f} s (budget {KERNEL_SECONDS} s)")
+    out += narrow_accesses(row, target)
+    return out
+
+
+def narrow_accesses(row: dict, target: str) -> list:
+    expected, bits = row["expected_elements"], row["element_bits"]
+    out = []
+    if TARGETS[target][0] == "cuda":  # PTX: accesses attributed to their pointer
+        for p, (want, b) in enumerate(zip(expected, bits)):
+            for kind, widths in row["accesses"].get(str(p), {}).items():
+                got = min((int(w) // b for w in widths), default=None)
+                if got is not None and got < want:
+                    out.append(f"pointer {p} {kind}s {got} element(s) per instruction, its layout allows {want}")
+    else:  # AMDGCN: physical registers, so the narrowest access of the kernel against the narrowest allowed
+        allowed = min(w * b for w, b in zip(expected, bits))
+        got = min((int(w) for acc in row["accesses"].values() for widths in acc.values() for w in widths),
+                  default=allowed)
+        if got < allowed:
+            out.append(f"an access of {got} bits where every operand allows {allowed}")
+    return out
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_every_kernel_compiles_for_the_target_and_passes_its_checks(target, tmp_path):
+    result = compile_for(target, tmp_path)
+    rows = [r for r in result["kernels"] if not r["case"].startswith("planted/")]
+    assert len({r["case"] for r in rows}) > 400, "the golden graphs and a case per table row and dtype"
+    bad = [f"{r['case']} ({r.get('kernel')}): {'; '.join(p)}" for r in rows for p in [problems(r, target)] if p]
+    assert not bad, f"{len(bad)} kernels for {target}:\n" + "\n".join(bad)
+    assert result["seconds"] < TOTAL_SECONDS, f"{len(rows)} kernels took {result['seconds']:.0f} s to compile"
+    planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
+    assert planted["planted/wide_block"], "a 65536-wide block was not flagged"
+    assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), planted
