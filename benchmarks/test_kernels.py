@@ -43,7 +43,8 @@ def test_kernel(benchmark, request, graph_name, dtype_name, numel, provider):
     gm = graph.build()
     inputs = K.make_inputs(graph, numel, K.DTYPES[dtype_name])
     fn, label = K.provider(provider, gm, inputs)
-    message = compare_outputs(gm, inputs, fn(*inputs), f"{provider} output")
+    got = fn(*inputs)
+    message = compare_outputs(gm, inputs, got, f"{provider} output")
     assert message is None, message
 
     info = benchmark.extra_info

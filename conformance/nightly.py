@@ -85,8 +85,9 @@ def _row(b: dict) -> dict:
     return row
 
 
-def build_report(bench: dict, conformance: dict | None) -> dict:
-    """report.json's content from a pytest-benchmark JSON document and conformance counts."""
+def build_report(bench: dict, conformance: dict | None, static: dict | None = None) -> dict:
+    """report.json's content from a pytest-benchmark JSON document, conformance counts and the static
+    (compile-only) kernel figures (``python -m benchmarks.static_kernels``)."""
     rows = [_row(b) for b in bench.get("benchmarks", [])]
     kernels = [r for r in rows if "provider" in r and r.get("provider") != "copy"]
     machine = _device(bench, rows)
@@ -107,6 +108,7 @@ def build_report(bench: dict, conformance: dict | None) -> dict:
         "results": kernels,
         "tracked": [r for r in rows if r not in kernels],
         "conformance": conformance,
+        "static": static,
     }
 
 
@@ -221,6 +223,9 @@ def plot(report: dict, out: pathlib.Path) -> list:
             ax.set_ylabel("time / inductor time (geomean)")
             ax.legend(fontsize=8)
             made.append(_save(plt, fig, out, "ratio_vs_inductor.png"))
+    static = report.get("static") or {}
+    if static.get("ratios"):
+        made.append(_static_plot(plt, static, out))
     conf = report.get("conformance")
     if conf and conf.get("modules"):
         modules = list(conf["modules"])
@@ -235,6 +240,61 @@ def plot(report: dict, out: pathlib.Path) -> list:
         ax.legend(fontsize=8)
         made.append(_save(plt, fig, out, "conformance.png"))
     return made
+
+
+def _static_plot(plt, static: dict, out: pathlib.Path) -> str:
+    """Instructions per element, ours over Inductor's, per graph and dtype, one bar group per target."""
+    ratios = static["ratios"]
+    keys = sorted({(r["graph"], r["dtype"]) for r in ratios})
+    target_names = [t for t in static.get("targets", []) if any(r["target"] == t for r in ratios)]
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(keys)), 4))
+    width = 0.8 / max(1, len(target_names))
+    for i, t in enumerate(target_names):
+        by = {(r["graph"], r["dtype"]): r["ratio"] for r in ratios if r["target"] == t}
+        ax.bar([j + i * width for j in range(len(keys))], [by.get(k, math.nan) for k in keys], width, label=t)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.axhline(STATIC_RATIO_TARGET, color="tab:red", linewidth=0.8, linestyle="--",
+               label=f"{STATIC_RATIO_TARGET}x target")
+    ax.set_xticks([j + width * (len(target_names) - 1) / 2 for j in range(len(keys))],
+                  [f"{g} {d}" for g, d in keys], rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("instructions per element / Inductor's")
+    ax.set_title("static (compile-only): reference_lowering against Inductor", fontsize=9)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, out, "static_instructions_vs_inductor.png")
+
+
+STATIC_RATIO_TARGET = 1.2
+
+
+def static_section(static: dict | None) -> list:
+    """Markdown lines of the "Static (compile-only)" section: per graph, dtype and target our
+    instructions per element against Inductor's, then every kernel's figures."""
+    if not static:
+        return []
+    lines = ["", "## Static (compile-only)", "",
+             f"Kernels compiled for {', '.join(static.get('targets', []))} with no GPU (torch {static.get('torch')}, "
+             f"triton {static.get('triton')}), {static.get('numel')} elements; nothing was launched. "
+             f"Instructions per element = machine instructions (SASS without NOPs; AMDGCN) / elements per thread.",
+             ""]
+    if static.get("ratios"):
+        over = [r for r in static["ratios"] if r["ratio"] > STATIC_RATIO_TARGET]
+        lines += [f"Our instructions per element over Inductor's: {len(static['ratios']) - len(over)} of "
+                  f"{len(static['ratios'])} within {STATIC_RATIO_TARGET}x.", ""]
+        lines += _table(["graph", "dtype", "target", "ours", "inductor", "ratio"],
+                        [[r["graph"], r["dtype"], r["target"], _fmt(r["ours"]), _fmt(r["inductor"]),
+                          f"{r['ratio']:.2f}" + (" **over**" if r["ratio"] > STATIC_RATIO_TARGET else "")]
+                         for r in static["ratios"]])
+    lines += ["", "### Kernels", ""]
+    lines += _table(["graph", "dtype", "provider", "target", "warps", "regs", "spill B", "stack B", "smem B",
+                     "instr", "instr/elem", "loads (bits: n)", "stores (bits: n)", "bytes/elem"],
+                    [[r["graph"], r["dtype"], r["provider"], r["target"], r["num_warps"], r["registers"],
+                      r["local_bytes"], r["stack_bytes"], r["shared_bytes"], r["instructions"],
+                      _fmt(r["instructions_per_element"]),
+                      ", ".join(f"{b}: {n}" for b, n in r["load_bits"].items()),
+                      ", ".join(f"{b}: {n}" for b, n in r["store_bits"].items()), _fmt(r["bytes_per_element"])]
+                     for r in static.get("kernels", [])])
+    lines += [f"- note: {n}" for n in static.get("notes", [])]
+    return lines
 
 
 def _save(plt, fig, out: pathlib.Path, name: str) -> str:
@@ -367,6 +427,7 @@ def render_markdown(report: dict, plots: list, regressions: list, notes: list) -
                           _fmt(r["stats_ms"].get("min")), r.get("rounds"),
                           ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}"
                                     for k, v in sorted(r["extra_info"].items()))] for r in report["tracked"]])
+    lines += static_section(report.get("static"))
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
@@ -413,12 +474,13 @@ def render_html(markdown: str) -> str:
 
 
 def write_report(bench_path, conformance_path=None, *, out_dir=None, history_path="reports/history.jsonl",
-                 gate: str = "median:5%") -> tuple:
+                 gate: str = "median:5%", static_path=None) -> tuple:
     """Build, render and record a nightly report: ``(report directory, regressions, notes)``."""
     parsed_gate = Gate.parse(gate)
     bench = _load(bench_path, "--benchmarks")
     conformance = _load(conformance_path, "--conformance") if conformance_path else None
-    report = build_report(bench, conformance)
+    static = _load(static_path, "--static") if static_path else None
+    report = build_report(bench, conformance, static)
     date = report["datetime"][:10]
     out = pathlib.Path(out_dir) if out_dir else pathlib.Path("reports/nightly") / date
     out.mkdir(parents=True, exist_ok=True)

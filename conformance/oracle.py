@@ -9,7 +9,9 @@ plus the dtype tolerance. Rounding noise passes; changed math, a dropped cast, a
 do not. NaN positions and +-inf follow the special-values policy (``SPECIALS``: exactly as the
 original's, or, relaxed, as the fp64 reference's where the original lost the value); signed zeros
 only when asked. Where eager's vectorized and scalar CPU kernels disagree, either result passes
-(``scalar_path_run``): no verdict depends on one CPU's vector path.
+(``scalar_path_run``): no verdict depends on one CPU's vector path. On a GPU, the original run on
+inputs with subnormal floats flushed to zero passes too (``flushed_run``): the GPU's approximate
+instructions flush subnormal operands, eager CUDA does not.
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
 
     def run(kind):
         if kind not in runs:
-            done = (reference_run if kind == "reference" else scalar_path_run)(gm, tuple(inputs))
+            done = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run}[kind](gm, tuple(inputs))
             runs[kind] = None if done is None else _leaves(done[0])
         return runs[kind]
 
@@ -181,7 +183,7 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
             ref = run("reference")
             message = compare_values(a.cpu(), e.cpu(), name, reference=ref[i] if ref else None,
                                      signed_zeros=signed_zeros, specials=specials,
-                                     alternatives=lambda: [run("scalar")[i]] if run("scalar") else [])
+                                     alternatives=lambda: [r[i] for r in (run("scalar"), run("flushed")) if r])
         if message is not None:
             return message
     return None
@@ -414,6 +416,39 @@ class _ScalarPath(fx.Interpreter):
             with torch.no_grad():
                 out.copy_(scalar)
         return out
+
+
+def flushed_run(gm: fx.GraphModule, inputs: tuple):
+    """On a GPU (an input on a CUDA/ROCm device): ``gm`` run as eager would on its inputs with every
+    subnormal float flushed to zero, sign kept, as ``reference_run`` returns it; else None.
+
+    Triton compiles ``tl.exp``/``log``/``sin``/``cos`` (and Inductor's ``tl_math``) to ``.approx.ftz``
+    instructions and links libdevice with flush-to-zero (``enable_reflect_ftz``): a subnormal operand
+    is zero to them (``log(1e-40)`` is ``-inf``). Eager CUDA keeps subnormals. A kernel's result that
+    matches the original on flushed inputs is what a correct kernel on that GPU gives. Subnormal
+    results are within every float tolerance of zero, so they need no rule of their own.
+    """
+    if not on_gpu(inputs):
+        return None
+    flushed = tuple(flush_subnormals(t) if isinstance(t, torch.Tensor) else t for t in inputs)
+    if all(f is t for f, t in zip(flushed, inputs)):
+        return None
+    return _rerun(gm, flushed, fx.Interpreter)
+
+
+def on_gpu(inputs) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in inputs)
+
+
+def flush_subnormals(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with its subnormal floats replaced by zeros of the same sign (``t`` itself when none)."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return t
+    tiny = torch.finfo(t.dtype).tiny
+    sub = (t != 0) & (t.abs() < tiny)
+    if not bool(sub.any()):
+        return t
+    return torch.where(sub, t * 0, t)
 
 
 def _elementwise(target) -> bool:

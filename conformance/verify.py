@@ -48,7 +48,7 @@ from .contracts import ContractContext, get_contracts, storage_of
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import (SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values, least_precise,
-                     reference_run, scalar_path_run, tensor_constants)
+                     flushed_run, reference_run, scalar_path_run, tensor_constants)
 
 
 class ExampleTimeout(BaseException):
@@ -135,7 +135,7 @@ class _Run:
     def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple, dyn=None):
         self.c, self.gm, self.inputs, self.dyn = checker, gm, inputs, dyn
         self.verdict = Verdict(checked=checker.checked)
-        self._reference = self._scalar_path = False
+        self._reference = self._scalar_path = self._flushed = False
 
     def violation(self, prop: str, message: str) -> None:
         self.verdict.violations.append(Violation(prop, message))
@@ -265,13 +265,22 @@ class _Run:
             self._scalar_path = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
         return self._scalar_path
 
+    def flushed(self):
+        """On a GPU, the ORIGINAL graph on inputs with subnormals flushed to zero (``flushed_run``), in
+        ``reference()``'s form, or None; computed once, and only for a value that differs."""
+        if self._flushed is False:
+            run = flushed_run(self.gm, clone_inputs(self.inputs))
+            self._flushed = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
+        return self._flushed
+
     def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
         """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
-        it differs, eager's scalar-kernel result is as acceptable as the original's."""
-        ref, scalar = self.reference(), self.scalar_path
+        it differs, eager's scalar-kernel result (and, on a GPU, the flushed-subnormals run) is as
+        acceptable as the original's."""
+        ref = self.reference()
         return compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros,
                               computed_in=computed_in, specials=self.c.specials,
-                              alternatives=lambda: [pick(scalar())] if scalar() else [])
+                              alternatives=lambda: [pick(r) for r in (self.scalar_path(), self.flushed()) if r])
 
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):

@@ -3,7 +3,7 @@ what the binaries show (tests/_gpu_compile.py compiles them in a process of its 
 ``TRITON_INTERPRET``, a fresh Triton cache, so compile times are real).
 
 Stable properties, not assembly text: every kernel compiles; no local memory (spills) and no stack
-beyond what libdevice's own routines take; registers within a budget; every operand with a
+beyond what libdevice's own sin/cos take; registers within a budget; every operand with a
 contiguous dim read and written with accesses as wide as its layout, the elements per thread and
 128 bits allow (``expected_elements``); a compile-time budget. Planted kernels (a 65536-wide
 block; a flat index over a transposed operand) must be flagged, so each check can fail.
@@ -22,9 +22,10 @@ from reference_lowering.pointwise._targets import TARGETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REGISTER_BUDGET = 128  # 32-bit registers (AMD: VGPRs) per thread: 4 warps keep >= 25% occupancy on sm_90
-# libdevice's f64 sin/cos reduce large arguments (Payne-Hanek) in a 40-byte local array; eager CUDA's
-# sin/cos for double call the same routine
-LIBDEVICE_STACK = {"table/aten.sin.default/float64": 40, "table/aten.cos.default/float64": 40}
+# libdevice's sin/cos reduce large arguments (Payne-Hanek) in a small local array (measured: 32 bytes
+# for f32 when ptxas does not keep it in registers, 40 for f64); eager CUDA's sin/cos call the same
+# routines. A kernel that calls neither gets no stack at all.
+LIBDEVICE_TRIG_STACK = 48
 KERNEL_SECONDS, TOTAL_SECONDS = 5.0, 150.0  # compile time per kernel (cold cache); all kernels of a target
 
 
@@ -46,9 +47,9 @@ def problems(row: dict, target: str) -> list:
     out = []
     if row["local_bytes"]:
         out.append(f"{row['local_bytes']} bytes of local memory per thread (spills)")
-    stack = LIBDEVICE_STACK.get(row["case"], 0) if TARGETS[target][0] == "cuda" else 0
-    if row["stack_bytes"] != stack:
-        out.append(f"a {row['stack_bytes']}-byte stack (expected {stack})")
+    stack = LIBDEVICE_TRIG_STACK if TARGETS[target][0] == "cuda" and row["trig"] else 0
+    if row["stack_bytes"] > stack:
+        out.append(f"a {row['stack_bytes']}-byte stack (at most {stack})")
     if row["registers"] > REGISTER_BUDGET:
         out.append(f"{row['registers']} registers per thread (budget {REGISTER_BUDGET})")
     if row["compile_s"] > KERNEL_SECONDS:
@@ -83,6 +84,9 @@ def test_every_kernel_compiles_for_the_target_and_passes_its_checks(target, tmp_
     bad = [f"{r['case']} ({r.get('kernel')}): {'; '.join(p)}" for r in rows for p in [problems(r, target)] if p]
     assert not bad, f"{len(bad)} kernels for {target}:\n" + "\n".join(bad)
     assert result["seconds"] < TOTAL_SECONDS, f"{len(rows)} kernels took {result['seconds']:.0f} s to compile"
+    listed = [(r["instructions"], r["listed"]) for r in rows if r.get("listed") is not None]
+    if TARGETS[target][0] == "cuda":  # the count read off the cubin is what the disassembler lists
+        assert len(listed) >= 13 and all(a == b for a, b in listed), listed
     planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
     assert planted["planted/wide_block"], "a 65536-wide block was not flagged"
     assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), planted

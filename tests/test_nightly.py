@@ -146,3 +146,57 @@ def test_gpu_targets_are_evaluated_from_compiled_rows_only():
     assert got["f32 chains >= 2^24 elements"] == ("90.0%", True)
     assert got["geomean time / Inductor's <= 1.05"] == ("0.980", True)
     assert got["8-op chain"] == ("3.06x", True)
+
+
+def _static(ratio):
+    kernel = {"graph": "add", "dtype": "f32", "provider": "reference_lowering", "target": "sm_90", "num_warps": 4,
+              "registers": 16, "local_bytes": 0, "stack_bytes": 0, "shared_bytes": 0, "instructions": 29,
+              "instructions_per_element": 3.625, "load_bits": {"128": 4}, "store_bits": {"128": 2},
+              "bytes_per_element": 12.0}
+    return {"kind": "static", "numel": 1048576, "targets": ["sm_90", "sm_80", "gfx942"], "torch": "2.13.0",
+            "triton": "3.9.0", "kernels": [kernel, dict(kernel, provider="inductor")], "notes": [],
+            "ratios": [{"graph": "add", "dtype": "f32", "target": "sm_90", "ours": 3.625 * ratio, "inductor": 3.625,
+                        "ratio": ratio}, {"graph": "chain8", "dtype": "f32", "target": "sm_90", "ours": 3.0,
+                                          "inductor": 3.0, "ratio": 1.0}]}
+
+
+def test_the_static_section_and_plot_show_ratios_and_mark_those_over_the_target(tmp_path):
+    out, _, _ = write_report(_write(tmp_path, "b.json", _bench()), static_path=_write(tmp_path, "s.json", _static(3.3)),
+                             out_dir=tmp_path / "r", history_path=tmp_path / "h.jsonl")
+    md = (out / "report.md").read_text()
+    assert "## Static (compile-only)" in md and "1 of 2 within 1.2x" in md
+    assert "| add | f32 | sm_90 | 12 | 3.62 | 3.30 **over** |" in md
+    assert "| chain8 | f32 | sm_90 | 3 | 3 | 1.00 |" in md
+    assert "| add | f32 | inductor | sm_90 | 4 | 16 | 0 | 0 | 0 | 29 | 3.62 | 128: 4 | 128: 2 | 12 |" in md
+    assert (out / "static_instructions_vs_inductor.png").exists()
+    assert json.loads((out / "report.json").read_text())["static"]["ratios"][0]["ratio"] == 3.3
+    plain, _, _ = write_report(_write(tmp_path, "b.json", _bench()), out_dir=tmp_path / "p",
+                               history_path=tmp_path / "h.jsonl")
+    assert "Static" not in (plain / "report.md").read_text()
+
+
+def test_static_kernels_compiles_the_corpus_for_every_target(tmp_path):
+    """benchmarks.static_kernels end to end on two corpus graphs (our kernels; Inductor's are nightly-only):
+    every target, figures in the JSON, the transposed graph's accesses vectorized."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_DEFAULT_FP_FUSION="0")
+    out = tmp_path / "static.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.static_kernels", str(out), "--no-inductor", "--numel",
+                           "65536", "--graphs", "add,transposed_input"], cwd=root, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    rows = doc["kernels"]
+    assert {(r["graph"], r["target"]) for r in rows} == {(g, t) for g in ("add", "transposed_input")
+                                                         for t in ("sm_90", "sm_80", "gfx942")}
+    for r in rows:
+        assert r["instructions"] > 0 and r["local_bytes"] == 0 and r["bytes_per_element"] > 0
+        if r["target"] == "sm_90" and r["dtype"] == "f32":  # 128-bit accesses only, transposed operand included
+            assert set(r["load_bits"]) == {"128"} and set(r["store_bits"]) == {"128"}, r
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.static_kernels", str(out), "--graphs", "nope"], cwd=root,
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "not in the corpus" in bad.stderr

@@ -220,3 +220,35 @@ def test_the_plugin_module_judges_with_the_policy():
     module._check((put, (), None, "relaxed", False), Data(), "values")
     with pytest.raises(AssertionError, match="the original overflows here"):
         module._check((put, (), None, "strict", False), Data(), "values")
+
+
+def test_on_a_gpu_a_result_of_flushed_subnormal_inputs_passes_and_on_a_cpu_it_does_not(monkeypatch):
+    """The GPU's approximate instructions flush subnormal operands (log(1e-40) is -inf there); eager
+    CUDA does not. On a GPU the oracle accepts the original's value on flushed inputs; on a CPU, where
+    nothing flushes, the same result is a violation."""
+    from conformance import oracle
+
+    aten = torch.ops.aten
+    gm = build(1, lambda g, c, x: [c(aten.log.default, x)])
+    tiny = torch.finfo(torch.float32).tiny
+
+    def flushing(gm):  # what a kernel with .ftz instructions computes: log of the flushed input
+        log = next(n for n in gm.graph.nodes if n.target == aten.log.default)
+        x = log.args[0]
+        with gm.graph.inserting_before(log):
+            keep = gm.graph.call_function(aten.ge.Scalar, (gm.graph.call_function(aten.abs.default, (x,)), tiny))
+            log.args = (gm.graph.call_function(aten.where.ScalarOther, (keep, x, 0.0)),)
+        gm.recompile()
+        return gm
+
+    x = torch.tensor([1e-40, 1.0, 2.0])
+    flushed = [torch.log(torch.tensor([0.0, 1.0, 2.0]))]
+    assert oracle.compare_outputs(gm, (x,), flushed) is not None
+    assert check(flushing, gm, (x,), properties=["values"]).violations
+    monkeypatch.setattr(oracle, "on_gpu", lambda inputs: True)
+    assert oracle.compare_outputs(gm, (x,), flushed) is None
+    assert check(flushing, gm, (x,), properties=["values"]).ok
+    wrong = [torch.tensor([float("nan"), 1.0, 2.0])]  # not what flushing gives: still caught
+    assert oracle.compare_outputs(gm, (x,), wrong) is not None
+    assert oracle.flush_subnormals(torch.tensor([-1e-40, 1e-30])).tolist() == [0.0, pytest.approx(1e-30)]
+    assert torch.signbit(oracle.flush_subnormals(torch.tensor([-1e-40]))).item()

@@ -13,6 +13,7 @@ float type, so constants keep fp64 precision in fp64 kernels.
 
 from __future__ import annotations
 
+import ast
 import re
 
 import torch
@@ -340,8 +341,65 @@ def helper_name(name: str, dtype: torch.dtype) -> str:
     return f"{name.removesuffix('_int')}_{_SUFFIX[dtype]}"
 
 
-def helper_sources(body: str) -> list:
-    """Source text of the helpers ``body`` calls and of those they call, each once, callees first."""
+class _RoundedFp32(ast.NodeTransformer):
+    """fp32 ``a / b`` -> ``tl.div_rn(a, b)``, ``tl.sqrt(x)`` -> ``tl.sqrt_rn(x)``, ``tl.rsqrt(x)`` ->
+    ``tl.div_rn(1.0, tl.sqrt_rn(x))``: a GPU compiles ``/`` to ``div.full.f32`` and ``tl.sqrt`` /
+    ``tl.rsqrt`` to ``.approx.ftz`` instructions, while eager CUDA's ``/``, ``sqrt`` and ``rsqrt`` (as
+    ``1 / sqrt``) are correctly rounded. A division of two constants stays (Python folds it)."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Div) and not (_constant(node.left) and _constant(node.right)):
+            return ast.Call(_tl("div_rn"), [node.left, node.right], [])
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = node.func.attr if isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", None) == "tl" \
+            else None
+        if name == "sqrt":
+            return ast.Call(_tl("sqrt_rn"), node.args, [])
+        if name == "rsqrt":
+            return ast.Call(_tl("div_rn"), [ast.Constant(1.0), ast.Call(_tl("sqrt_rn"), node.args, [])], [])
+        return node
+
+
+def _tl(name: str) -> ast.Attribute:
+    return ast.Attribute(ast.Name("tl", ast.Load()), name, ast.Load())
+
+
+def _constant(node) -> bool:
+    return isinstance(node, ast.Constant) or isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)
+
+
+def correctly_rounded(source: str, dtype: torch.dtype) -> str:
+    """``source`` (an expression or function definitions) with fp32 division and square roots made
+    correctly rounded (``_RoundedFp32``); unchanged for other dtypes (fp64 ``/`` and ``tl.sqrt`` are
+    ``div.rn.f64``/``sqrt.rn.f64`` already; ``tl.div_rn`` takes fp32 only)."""
+    if dtype != torch.float32 or ("/" not in source and "sqrt" not in source):
+        return source
+    tree = ast.parse(source.strip(), mode="exec")
+    out = ast.unparse(ast.fix_missing_locations(_RoundedFp32().visit(tree)))
+    return out if "\n" in source.strip() or source.lstrip().startswith(("@", "def ")) else out.strip()
+
+
+# helpers that compute in fp64 whatever the float type (their ``/`` and sqrt are correctly rounded)
+_IN_FP64 = {"pow"}
+
+
+# On a GPU, bf16 <-> fp32 are native conversions (cvt.rn.bf16x2.f32 rounds to nearest even and makes
+# NaN the positive quiet one, as c10 does); the interpreter truncates f32 -> bf16, so it gets the
+# same conversions by bits. The kernel body is the same in both; only these helpers differ.
+_GPU_BF16 = {
+    "bf16_round": "@triton.jit\ndef bf16_round_f32(x):\n    return x.to(tl.bfloat16).to(tl.float32)",
+    "bf16_widen": "@triton.jit\ndef bf16_widen_f32(x):\n    return x.to(tl.float32)",
+    "bf16_narrow": "@triton.jit\ndef bf16_narrow_f32(x):\n    return x.to(tl.bfloat16)",
+}
+
+
+def helper_sources(body: str, interpreter: bool = True) -> list:
+    """Source text of the helpers ``body`` calls and of those they call, each once, callees first
+    (for the Triton interpreter, or for a GPU: ``_GPU_BF16``)."""
     order, seen = [], set()
 
     def visit(name, dtype):
@@ -351,7 +409,10 @@ def helper_sources(body: str) -> list:
         template, calls, _ = HELPERS[name]
         for callee in calls:
             visit(callee, dtype)
-        order.append(template(dtype).replace("{S}", _SUFFIX[dtype]).replace("{F}", TL[dtype]).strip())
+        text = template(dtype).replace("{S}", _SUFFIX[dtype]).replace("{F}", TL[dtype]).strip()
+        if not interpreter and name in _GPU_BF16:
+            text = _GPU_BF16[name]
+        order.append(text if name in _IN_FP64 else correctly_rounded(text, dtype).strip())
 
     called = set(re.findall(r"\b(\w+)\(", body))
     for name, (_, _, dtypes) in sorted(HELPERS.items()):

@@ -65,6 +65,7 @@ class StaticFigures:
     instructions: int
     accesses: tuple = field(default=())
     compile_s: float = 0.0
+    listed: int | None = None  # instructions as ``cuobjdump -sass`` lists them (only when asked: 330 ms)
 
     def widths(self, kind: str, pointer: int | None = None) -> Counter:
         """Bits per instruction -> how many ``kind`` ("load"/"store") instructions, all or one pointer's."""
@@ -77,7 +78,7 @@ class StaticFigures:
         return {"kernel": self.kernel, "target": self.target, "num_warps": self.num_warps,
                 "registers": self.registers, "local_bytes": self.local_bytes, "stack_bytes": self.stack_bytes,
                 "shared_bytes": self.shared_bytes, "instructions": self.instructions,
-                "compile_s": round(self.compile_s, 4),
+                "compile_s": round(self.compile_s, 4), "listed": self.listed,
                 "accesses": {str(p): {k: {str(b): n for b, n in sorted(c.items())} for k, c in v.items()}
                              for p, v in sorted(per_pointer.items())}}
 
@@ -110,7 +111,7 @@ def signature(code, values: dict | None = None) -> tuple:
     return sig, constexprs, tuple(aligned)
 
 
-def compile_for_target(kernel, target: str, values: dict | None = None) -> StaticFigures:
+def compile_for_target(kernel, target: str, values: dict | None = None, *, disassemble: bool = False) -> StaticFigures:
     """A ``PointwiseKernel`` made for a GPU-path device (``meta``, or a GPU) compiled for ``target``
     as a launch on fresh tensors would compile it (``values``: its size arguments, for a dynamic
     kernel), with its own launch configuration and options; its figures."""
@@ -123,7 +124,8 @@ def compile_for_target(kernel, target: str, values: dict | None = None) -> Stati
     constexprs.update(blocks)
     compiled, seconds = compile_triton(kernel.fn, sig, constexprs, target, num_warps=options.pop("num_warps"),
                                        aligned=aligned, options=options)
-    return figures(compiled, target, sum(1 for t in sig.values() if t.startswith("*")), seconds)
+    return figures(compiled, target, sum(1 for t in sig.values() if t.startswith("*")), seconds,
+                   disassemble=disassemble)
 
 
 def expected_elements(code, warp_size: int = 32, values: dict | None = None) -> tuple:
@@ -207,11 +209,12 @@ def gpu_target(name: str):
 
 
 def compile_triton(fn, signature: dict, constexprs: dict, target: str, *, num_warps: int = 4,
-                   aligned: tuple = (), options: dict | None = None):
+                   aligned: tuple = (), options: dict | None = None, attrs: dict | None = None):
     """``triton.compile`` of the JIT function ``fn`` for ``target``. ``signature`` maps every
     argument to a Triton type (``"*fp32"``, ``"i32"``, ``"constexpr"``); pointers (and ints) named in
     ``aligned`` are specialised as 16-byte aligned (divisible by 16), as a launch on fresh
-    allocations is. Returns ``(CompiledKernel, seconds)``."""
+    allocations is (``attrs``: Triton's own form, ``{(index,): [["tt.divisibility", 16]]}``, instead).
+    Returns ``(CompiledKernel, seconds)``."""
     import triton
     from triton.compiler import ASTSource
 
@@ -219,7 +222,7 @@ def compile_triton(fn, signature: dict, constexprs: dict, target: str, *, num_wa
         raise LoweringError(f"{getattr(fn, '__name__', fn)} was defined under TRITON_INTERPRET=1 and cannot be "
                             f"compiled for a GPU: compile in a process where TRITON_INTERPRET was never set")
     names = list(signature)
-    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    attrs = attrs if attrs is not None else {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
     opts = {"num_warps": num_warps, **(options or {})}
     start = time.perf_counter()
@@ -231,7 +234,7 @@ def compile_triton(fn, signature: dict, constexprs: dict, target: str, *, num_wa
     return compiled, time.perf_counter() - start
 
 
-def figures(compiled, target: str, pointers: int, seconds: float = 0.0) -> StaticFigures:
+def figures(compiled, target: str, pointers: int, seconds: float = 0.0, *, disassemble: bool = False) -> StaticFigures:
     """Read ``compiled`` (a ``CompiledKernel`` for ``target``); the first ``pointers`` parameters are
     the pointer arguments global accesses are attributed to."""
     name = compiled.metadata.name
@@ -239,7 +242,8 @@ def figures(compiled, target: str, pointers: int, seconds: float = 0.0) -> Stati
     if TARGETS[target][0] == "cuda":
         usage, count = _cuda_usage(compiled.asm["cubin"], name)
         return StaticFigures(name, target, num_warps, usage["REG"], usage["LOCAL"], usage["STACK"],
-                             compiled.metadata.shared, count, _ptx_accesses(compiled.asm["ptx"], pointers), seconds)
+                             compiled.metadata.shared, count, _ptx_accesses(compiled.asm["ptx"], pointers), seconds,
+                             len(sass(compiled.asm["cubin"])) if disassemble else None)
     text = compiled.asm["amdgcn"]
     meta = _amd_meta(text)
     return StaticFigures(name, target, num_warps, meta["vgpr_count"], meta["private_segment_fixed_size"], 0,
