@@ -93,6 +93,24 @@ def log1p_{{S}}(x):
 
 def _tanh(dtype):
     big = 10.0 if dtype == torch.float32 else 20.0  # tanh(x) rounds to 1 beyond this
+    if dtype == torch.float32:
+        # Cephes tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above (one exp, one
+        # division; ~2 ulp). The expm1 form below costs an exp, a log and two divisions.
+        c = lambda v: _c(dtype, v)  # noqa: E731
+        return f"""
+@triton.jit
+def tanh_{{S}}(x):
+    ax = tl.abs(x)
+    z = x * x
+    p = ((({c(-5.70498872745e-3)} * z + {c(2.06390887954e-2)}) * z - {c(5.37397155531e-2)}) * z
+         + {c(1.33314422036e-1)}) * z - {c(3.33332819422e-1)}
+    small = x + x * z * p
+    large = 1 - 2 / (tl.exp(2 * ax) + 1)
+    large = tl.where(x < 0, -large, large)
+    r = tl.where(ax < {c(0.625)}, small, large)
+    r = tl.where(ax > {c(big)}, tl.where(x < 0, {c(-1.0)}, {c(1.0)}), r)
+    return tl.where(x == 0, x, r)
+"""
     return f"""
 @triton.jit
 def tanh_{{S}}(x):
@@ -383,8 +401,10 @@ def correctly_rounded(source: str, dtype: torch.dtype) -> str:
     return out if "\n" in source.strip() or source.lstrip().startswith(("@", "def ")) else out.strip()
 
 
-# helpers that compute in fp64 whatever the float type (their ``/`` and sqrt are correctly rounded)
-_IN_FP64 = {"pow"}
+# Helpers whose fp32 divisions must be correctly rounded: floor division recovers an exact quotient
+# from ``(a - fmod(a, b)) / b``. The others approximate a function to a few ulp (as libdevice's own
+# routines do, with approximate divisions inside) and keep Triton's ``/``; pow computes in fp64.
+_ROUNDED_HELPERS = {"floordiv"}
 
 
 # On a GPU, bf16 <-> fp32 are native conversions (cvt.rn.bf16x2.f32 rounds to nearest even and makes
@@ -407,12 +427,13 @@ def helper_sources(body: str, interpreter: bool = True) -> list:
             return
         seen.add((name, dtype))
         template, calls, _ = HELPERS[name]
-        for callee in calls:
-            visit(callee, dtype)
         text = template(dtype).replace("{S}", _SUFFIX[dtype]).replace("{F}", TL[dtype]).strip()
         if not interpreter and name in _GPU_BF16:
             text = _GPU_BF16[name]
-        order.append(text if name in _IN_FP64 else correctly_rounded(text, dtype).strip())
+        for callee in calls:  # those this dtype's text calls (f32 tanh does without expm1)
+            if re.search(rf"\b{helper_name(callee, dtype)}\(", text):
+                visit(callee, dtype)
+        order.append(correctly_rounded(text, dtype).strip() if name in _ROUNDED_HELPERS else text)
 
     called = set(re.findall(r"\b(\w+)\(", body))
     for name, (_, _, dtypes) in sorted(HELPERS.items()):

@@ -17,25 +17,21 @@ import triton.language as tl
 
 
 @triton.jit
-def expm1_f32(x):
-    u = tl.exp(x)
-    um1 = u - 1
-    r = tl.where(um1 == 0, x, um1 * tl.div_rn(x, tl.log(u)))
-    r = tl.where(um1 == -1, -1.0, r)
-    return tl.where(u == float('inf'), u, r)
-
-
-@triton.jit
 def tanh_f32(x):
     ax = tl.abs(x)
-    t = expm1_f32(2 * ax)
-    r = tl.div_rn(t, t + 2)
-    r = tl.where(ax > 10.0, 1.0, r)
-    return tl.where(x < 0, -r, tl.where(x == 0, x, r))
+    z = x * x
+    p = (((-0.00570498872745 * z + 0.0206390887954) * z - 0.0537397155531) * z
+         + 0.133314422036) * z - 0.333332819422
+    small = x + x * z * p
+    large = 1 - 2 / (tl.exp(2 * ax) + 1)
+    large = tl.where(x < 0, -large, large)
+    r = tl.where(ax < 0.625, small, large)
+    r = tl.where(ax > 10.0, tl.where(x < 0, -1.0, 1.0), r)
+    return tl.where(x == 0, x, r)
 
 
 @triton.jit
-def pointwise_12911cb31a93(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+def pointwise_8bb0e388e79a(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)
     xmask = tl.full([XBLOCK], True, tl.int1)
