@@ -108,6 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--numel", type=int, default=NUMEL)
     p.add_argument("--no-inductor", action="store_true", help="our kernels only")
     p.add_argument("--graphs", default=None, help="comma-separated corpus graphs (default: all)")
+    p.add_argument("--dtypes", default=None, help="comma-separated dtypes, of f32,f16,bf16 (default: each graph's)")
     args = p.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
         print("static_kernels: TRITON_INTERPRET=1 is set; kernels cannot be compiled for a GPU here", file=sys.stderr)
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
         return 2
     start, rows, notes = time.perf_counter(), [], []
     for name, graph in ((n, GRAPHS[n]) for n in names):
-        for dtype in graph.dtypes:
+        for dtype in (d for d in graph.dtypes if not args.dtypes or d in args.dtypes.split(",")):
             rows += ours(name, graph, dtype, args.numel)
             if args.no_inductor:
                 continue

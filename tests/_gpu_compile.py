@@ -1,7 +1,8 @@
 """Compile the lowering's kernels for a GPU target with no GPU, and print what the binaries show.
 
 Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` must never be set
-there, and Triton gets its own cache directory): ``python -m tests._gpu_compile TARGET OUT.json``.
+there, and Triton gets its own cache directory): ``python -m tests._gpu_compile OUT.json
+[--targets sm_90,sm_80,gfx942] [--planted]``; each case is lowered once and compiled per target.
 The kernels are those of the golden graphs (tests/test_pointwise_golden.py) and, per op table row
 and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
 (the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
@@ -58,10 +59,10 @@ def planted_cases():
     yield "planted/strided", build(2, lambda g, c, a, b: [c(aten.sub.Tensor, a, b)]), (t, y), False
 
 
-def compile_all(target: str, planted: bool) -> list:
-    warp = TARGETS[target][2]
+def compile_all(targets, planted: bool) -> dict:
+    """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once."""
     cases = [*golden_cases(), *table_cases(), *(planted_cases() if planted else ())]
-    rows = []
+    out = {t: {"kernels": [], "seconds": 0.0} for t in targets}
     for case, gm, inputs, dynamic in cases:
         meta = tuple(_meta(t) for t in inputs)
         if case == "planted/wide_block":  # the interpreter's launch configuration, on a GPU
@@ -72,17 +73,21 @@ def compile_all(target: str, planted: bool) -> list:
             lowered = lower_pointwise(gm, meta, dynamic=dynamic)
         for kernel in lowered.meta["pointwise_kernels"]:
             values = kernel.scalar_args(meta) if kernel.code.dynamic else None
-            try:
-                figures = compile_for_target(kernel, target, values, disassemble=case.startswith("golden/")
-                                             and TARGETS[target][0] == "cuda")
-            except LoweringError as exc:
-                rows.append({"case": case, "kernel": kernel.name, "error": str(exc)})
-                continue
-            rows.append({"case": case, **figures.as_dict(), "trig": "tl.sin(" in kernel.source or "tl.cos(" in kernel.source,
-                         "expected_elements": list(expected_elements(kernel.code, warp, values)),
-                         "element_bits": [_bits(d) for d in (*kernel.code.in_dtypes,
-                                                             *(d for _, _, d in kernel.code.outputs))]})
-    return rows
+            common = {"case": case, "trig": "tl.sin(" in kernel.source or "tl.cos(" in kernel.source,
+                      "element_bits": [_bits(d) for d in (*kernel.code.in_dtypes,
+                                                          *(d for _, _, d in kernel.code.outputs))]}
+            for target in targets:
+                start = time.perf_counter()
+                try:
+                    figures = compile_for_target(kernel, target, values, disassemble=case.startswith("golden/")
+                                                 and TARGETS[target][0] == "cuda")
+                    row = {**common, **figures.as_dict(),
+                           "expected_elements": list(expected_elements(kernel.code, TARGETS[target][2], values))}
+                except LoweringError as exc:
+                    row = {**common, "kernel": kernel.name, "error": str(exc)}
+                out[target]["kernels"].append(row)
+                out[target]["seconds"] += time.perf_counter() - start
+    return out
 
 
 def _lower_with(config, gm, inputs):
@@ -103,18 +108,19 @@ def _lower_with(config, gm, inputs):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("target", choices=sorted(TARGETS))
     p.add_argument("out")
+    p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated (default: all)")
     p.add_argument("--planted", action="store_true")
     args = p.parse_args(argv)
+    targets = args.targets.split(",")
+    if not set(targets) <= set(TARGETS):
+        print(f"--targets {args.targets}: each should be one of {', '.join(TARGETS)}", file=sys.stderr)
+        return 2
     if _runtime.interpreting():
         print("TRITON_INTERPRET=1 is set: kernels cannot be compiled for a GPU here", file=sys.stderr)
         return 2
-    start = time.perf_counter()
-    rows = compile_all(args.target, args.planted)
     with open(args.out, "w") as f:
-        json.dump({"target": args.target, "seconds": time.perf_counter() - start, "pid": os.getpid(),
-                   "kernels": rows}, f)
+        json.dump({"pid": os.getpid(), "targets": compile_all(targets, args.planted)}, f)
     return 0
 
 

@@ -187,7 +187,7 @@ def test_static_kernels_compiles_the_corpus_for_every_target(tmp_path):
     env.update(TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_DEFAULT_FP_FUSION="0")
     out = tmp_path / "static.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.static_kernels", str(out), "--no-inductor", "--numel",
-                           "65536", "--graphs", "add,transposed_input"], cwd=root, env=env, capture_output=True, text=True)
+                           "65536", "--graphs", "add,transposed_input", "--dtypes", "f32"], cwd=root, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     rows = doc["kernels"]
