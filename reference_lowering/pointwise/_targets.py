@@ -140,9 +140,11 @@ def expected_elements(code, warp_size: int = 32, values: dict | None = None) -> 
     per_thread = max(1, code.block * (code.tile[2] if code.tile else 1) // (code.num_warps * warp_size))
     # where the operands' stride-1 dims disagree no one order walks them all: each one's run is its
     # stride-1 dim alone (what a 2-D tile gives it)
+    # (full-size operands only, as the codegen's ``_axes`` counts them: no broadcast dim, no stride 0)
     units = {next((d for d, (size, st) in enumerate(zip(shape, strides)) if st == 1 and size != 1), None)
              for _, _, shape, strides in code.accesses if len(shape) == len(code.sizes)
-             and all(size != 1 or code.sizes[d] == 1 for d, size in enumerate(shape))} - {None}
+             and all(size != 1 or code.sizes[d] == 1 for d, size in enumerate(shape))
+             and not any(st == 0 and size != 1 for size, st in zip(shape, strides))} - {None}
     ones = {}
     for k, v in (values or {}).items():
         if v == 1:
