@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -24,7 +25,7 @@ import torch
 
 from benchmarks._kernels import DTYPES, GRAPHS, bytes_moved, make_inputs
 from reference_lowering.pointwise import lower_pointwise
-from reference_lowering.pointwise._targets import TARGETS, compile_for_target, compile_triton, figures
+from reference_lowering.pointwise._targets import TARGETS, compile_for_target, compile_triton, elements_per_thread, figures
 
 NUMEL = 2 ** 20
 INDUCTOR_TARGETS = ("sm_90", "sm_80")  # Inductor's CUDA source; its ROCm heuristics differ
@@ -54,8 +55,7 @@ def ours(name, graph, dtype, numel) -> list:
         code = kernel.code
         for target, (_, _, warp) in TARGETS.items():
             figs = compile_for_target(kernel, target)
-            ept = max(1, code.block * (code.tile[2] if code.tile else 1) // (code.num_warps * warp))
-            rows.append(_row(name, dtype, "reference_lowering", figs, ept, per_element))
+            rows.append(_row(name, dtype, "reference_lowering", figs, elements_per_thread(code, warp), per_element))
     return rows
 
 
@@ -72,19 +72,12 @@ def inductor(name, graph, dtype, numel) -> list:
         num_warps = options.pop("num_warps")
         pointers = sum(1 for t in k.signature.values() if t.startswith("*"))
         blocks = [v for key, v in args["constexprs"].items() if str(key).endswith("BLOCK") and isinstance(v, int)]
-        ept = max(1, _product(blocks) // (num_warps * 32))
+        ept = max(1, math.prod(blocks) // (num_warps * 32))
         for target in INDUCTOR_TARGETS:
             compiled, seconds = compile_triton(k.autotuner.fn, k.signature, args["constexprs"], target,
                                                num_warps=num_warps, options=options, attrs=k.attrs)
             rows.append(_row(name, dtype, "inductor", figures(compiled, target, pointers, seconds), ept, per_element))
     return rows
-
-
-def _product(values):
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def ratios(rows) -> list:

@@ -135,7 +135,7 @@ class _Run:
     def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple, dyn=None):
         self.c, self.gm, self.inputs, self.dyn = checker, gm, inputs, dyn
         self.verdict = Verdict(checked=checker.checked)
-        self._reference = self._scalar_path = self._flushed = False
+        self._reruns: dict = {}
 
     def violation(self, prop: str, message: str) -> None:
         self.verdict.violations.append(Violation(prop, message))
@@ -250,28 +250,29 @@ class _Run:
             return set()
         return {_meta_key(m) for m in meta_val_errors(self.gm, rec.seen)}
 
+    def _rerun(self, kind: str):
+        """The ORIGINAL graph run again on copies of the inputs (fp64, eager's scalar CPU kernels, or
+        flushed subnormals), as (flat outputs, inputs after, constants after, ...), or None where it
+        cannot run; computed once, on first use."""
+        if kind not in self._reruns:
+            runner = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run}[kind]
+            run = runner(self.gm, clone_inputs(self.inputs))
+            self._reruns[kind] = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
+        return self._reruns[kind]
+
     def reference(self):
-        """fp64 run of the ORIGINAL graph: (flat outputs, inputs after, constants after), or None; computed once."""
-        if self._reference is False:
-            ref = reference_run(self.gm, clone_inputs(self.inputs))
-            self._reference = None if ref is None else (pytree.tree_leaves(ref[0]), *ref[1:])
-        return self._reference
+        """The fp64 run of the ORIGINAL graph (``reference_run``), or None."""
+        return self._rerun("reference")
 
     def scalar_path(self):
         """The ORIGINAL graph with elementwise ops on eager's scalar CPU kernels (``scalar_path_run``),
-        in ``reference()``'s form, or None; computed once, and only for a value that differs."""
-        if self._scalar_path is False:
-            run = scalar_path_run(self.gm, clone_inputs(self.inputs))
-            self._scalar_path = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
-        return self._scalar_path
+        or None; asked for only where a value differs."""
+        return self._rerun("scalar")
 
     def flushed(self):
-        """On a GPU, the ORIGINAL graph on inputs with subnormals flushed to zero (``flushed_run``), in
-        ``reference()``'s form, or None; computed once, and only for a value that differs."""
-        if self._flushed is False:
-            run = flushed_run(self.gm, clone_inputs(self.inputs))
-            self._flushed = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
-        return self._flushed
+        """On a GPU, the ORIGINAL graph on inputs with subnormals flushed to zero (``flushed_run``), or
+        None; asked for only where a value differs."""
+        return self._rerun("flushed")
 
     def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
         """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where

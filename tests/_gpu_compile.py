@@ -22,7 +22,6 @@ import torch
 from reference_lowering import LoweringError
 from reference_lowering.pointwise import lower_pointwise
 from reference_lowering.pointwise import _kernel, _runtime
-from reference_lowering.pointwise._kernel import _bits
 from reference_lowering.pointwise._targets import TARGETS, compile_for_target, expected_elements
 from tests.graphs import build
 
@@ -74,7 +73,7 @@ def compile_all(targets, planted: bool) -> dict:
         for kernel in lowered.meta["pointwise_kernels"]:
             values = kernel.scalar_args(meta) if kernel.code.dynamic else None
             common = {"case": case, "trig": "tl.sin(" in kernel.source or "tl.cos(" in kernel.source,
-                      "element_bits": [_bits(d) for d in (*kernel.code.in_dtypes,
+                      "element_bits": [d.itemsize * 8 for d in (*kernel.code.in_dtypes,
                                                           *(d for _, _, d in kernel.code.outputs))]}
             for target in targets:
                 start = time.perf_counter()

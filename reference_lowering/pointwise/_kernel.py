@@ -204,7 +204,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
         sizes = tuple(sympy.Integer(max(1, int(s))) for s in sizes)
     args = [Arg(f"ks{d}", "size", *_size_source(inputs, info, shape, d)) for d in range(rank)
             if dynamic and shape[d] != 1]
-    widest = max(_bits(info[n].dtype) for n in [*inputs, *outputs])
+    widest = max(info[n].dtype.itemsize * 8 for n in [*inputs, *outputs])
     axes = ix.flat_axes(rank) if dynamic or numel == 0 else _axes(inputs, outputs, info, shape)
     tile = ()
     if len(axes) == 2:
@@ -332,10 +332,6 @@ def tile_config(x_extent: int, y_extent: int, interpreter: bool) -> tuple:
     while -(-y_extent // y) > MAX_Y_PROGRAMS:  # the grid's y dimension is limited
         y *= 2
     return x, y, max(1, min(TILE_WARPS, x * y // 256))
-
-
-def _bits(dtype: torch.dtype) -> int:
-    return 8 if dtype == torch.bool else torch.finfo(dtype).bits if dtype.is_floating_point else torch.iinfo(dtype).bits
 
 
 def _paren(e: sympy.Expr) -> str:

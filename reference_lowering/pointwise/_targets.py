@@ -25,7 +25,6 @@ import sympy
 import torch
 
 from .._errors import LoweringError
-from ._kernel import _bits
 
 # name -> (backend, arch, warp size): the targets CI compiles for
 TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "gfx942": ("hip", "gfx942", 64)}
@@ -137,7 +136,7 @@ def expected_elements(code, warp_size: int = 32, values: dict | None = None) -> 
     send back, whatever the reason (a flat index over a transposed operand walks its stride). A
     dynamic kernel is judged as a launch with ``values`` specialises it: an argument of 1 is that
     constant, one divisible by 16 is known to be."""
-    per_thread = max(1, code.block * (code.tile[2] if code.tile else 1) // (code.num_warps * warp_size))
+    per_thread = elements_per_thread(code, warp_size)
     # where the operands' stride-1 dims disagree no one order walks them all: each one's run is its
     # stride-1 dim alone (what a 2-D tile gives it)
     # (full-size operands only, as the codegen's ``_axes`` counts them: no broadcast dim, no stride 0)
@@ -145,17 +144,19 @@ def expected_elements(code, warp_size: int = 32, values: dict | None = None) -> 
              for _, _, shape, strides in code.accesses if len(shape) == len(code.sizes)
              and all(size != 1 or code.sizes[d] == 1 for d, size in enumerate(shape))
              and not any(st == 0 and size != 1 for size, st in zip(shape, strides))} - {None}
-    ones = {}
-    for k, v in (values or {}).items():
-        if v == 1:
-            ones.update({sympy.Symbol(k, integer=True, positive=True): 1, sympy.Symbol(k, integer=True): 1})
+    one = {k for k, v in (values or {}).items() if v == 1}
+
+    def specialised(e):  # an argument of 1 is the constant 1 in the compiled kernel
+        e = sympy.sympify(e)
+        return e.xreplace({sym: 1 for sym in e.free_symbols if sym.name in one})
+
     known = {k: 16 if v % 16 == 0 else 1 for k, v in (values or {}).items()}
     dtypes = [*code.in_dtypes, *(d for _, _, d in code.outputs)]
     out = []
     for (_, _, shape, strides), dtype in zip(code.accesses, dtypes):
-        cap = min(per_thread, 128 // _bits(dtype))
+        cap = min(per_thread, 128 // (dtype.itemsize * 8))
         lead = len(code.sizes) - len(shape)
-        dims = [(lead + j, sympy.sympify(size).xreplace(ones), sympy.sympify(stride).xreplace(ones))
+        dims = [(lead + j, specialised(size), specialised(stride))
                 for j, (size, stride) in enumerate(zip(shape, strides)) if size != 1]
         dims = [(d, size, stride) for d, size, stride in dims if stride != 0]
         unit = next((d for d, _, stride in dims if stride == 1), None)
@@ -177,6 +178,11 @@ def expected_elements(code, warp_size: int = 32, values: dict | None = None) -> 
                 break
         out.append(1 if run == 1 else _pow2_dividing(cap, [run, *(stride for _, stride in rest)], known))
     return tuple(out)
+
+
+def elements_per_thread(code, warp_size: int = 32) -> int:
+    """Elements each thread of a launch of ``code`` (a ``KernelSource``) handles."""
+    return max(1, code.block * (code.tile[2] if code.tile else 1) // (code.num_warps * warp_size))
 
 
 def _pow2_dividing(cap: int, values, known: dict) -> int:
@@ -334,7 +340,7 @@ def _ptx_accesses(ptx: str, pointers: int) -> tuple:
         body = re.sub(r"^@!?%p\d+\s+", "", line).rstrip(";")
         opcode, _, rest = body.partition(" ")
         regs = _PTX_REG.findall(rest)
-        if regs and not opcode.startswith(("st.", "bra", "ret", "bar", "setp.")) or opcode.startswith("setp.") and regs:
+        if regs and not opcode.startswith(("st.", "bra", "ret", "bar")):  # the first register is the one defined
             defs[regs[0]].update(regs[1:])
 
     def origin(regs: list) -> int:
