@@ -30,12 +30,21 @@ NIGHTLY_DIR := reports/nightly
 
 install: $(STAMP)
 
+# A Python whose torch is a GPU build (a CUDA machine's image) lends it to the venv (system site
+# packages), so a fresh clone there tests that torch instead of downloading a CPU one. A machine with
+# no network passes its wheels: make test PIP_FLAGS="--no-index --find-links .whl --no-build-isolation".
+PIP_FLAGS ?=
 $(VPY):
-	$(PYTHON) -m venv $(VENV)
+	@if $(PYTHON) -c "import sys, torch; sys.exit(not (torch.version.cuda or torch.version.hip))" 2>/dev/null; then \
+		echo "$(PYTHON) has a GPU build of torch: .venv uses it (--system-site-packages)"; \
+		$(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+		$(PYTHON) -m venv $(VENV); \
+	fi
 
 $(STAMP): $(VPY) pyproject.toml
-	@$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install --quiet "torch==2.13.0"
-	$(VPY) -m pip install --quiet -e .
+	@$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install --quiet $(PIP_FLAGS) "torch==2.13.0"
+	$(VPY) -m pip install --quiet $(PIP_FLAGS) -e .
 	@touch $(STAMP)
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and

@@ -277,12 +277,15 @@ def restorage(tensors, *, device=None, float_dtype: torch.dtype | None = None) -
 
 
 def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
-    """Copies of ``gm`` (constants moved, ``meta['val']`` re-read) and ``inputs`` on ``device``, with
-    the inputs' sizes, strides, offsets and storage sharing kept."""
+    """Copies of ``gm`` (constants moved, factories' ``device=`` pointed at ``device``,
+    ``meta['val']`` re-read) and ``inputs`` on ``device``, with the inputs' sizes, strides, offsets
+    and storage sharing kept."""
     from strategies import attach_meta
+    from strategies._device import relocate
 
     moved = restorage(inputs, device=device)
     gm = snapshot(gm).to(device)
+    relocate(gm, device)
     return attach_meta(gm, clone_inputs(moved)), moved
 
 

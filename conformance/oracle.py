@@ -170,7 +170,7 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
 
     def run(kind):
         if kind not in runs:
-            done = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run}[kind](gm, tuple(inputs))
+            done = RERUNS[kind](gm, tuple(inputs))
             runs[kind] = None if done is None else _leaves(done[0])
         return runs[kind]
 
@@ -183,7 +183,8 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
             ref = run("reference")
             message = compare_values(a.cpu(), e.cpu(), name, reference=ref[i] if ref else None,
                                      signed_zeros=signed_zeros, specials=specials,
-                                     alternatives=lambda: [r[i] for r in (run("scalar"), run("flushed")) if r])
+                                     alternatives=lambda: [r[i] for r in (run("scalar"), run("flushed"), run("again"))
+                                                           if r])
         if message is not None:
             return message
     return None
@@ -436,6 +437,20 @@ def flushed_run(gm: fx.GraphModule, inputs: tuple):
     return _rerun(gm, flushed, fx.Interpreter)
 
 
+def repeat_run(gm: fx.GraphModule, inputs: tuple):
+    """On a GPU (an input on a CUDA device): ``gm`` run once more as eager runs it, as
+    ``reference_run`` returns it; else None.
+
+    Eager CUDA's atomic kernels (``index_add``, ``scatter_add``, ``index_put`` accumulating, the
+    backward of gathers) add in the order threads arrive, so two runs of one graph may round
+    differently: either is eager's result (``torch.use_deterministic_algorithms`` names them). Where
+    eager is deterministic the second run equals the first and accepts nothing more.
+    """
+    if not on_gpu(inputs):
+        return None
+    return _rerun(gm, inputs, fx.Interpreter)
+
+
 def on_gpu(inputs) -> bool:
     return any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in inputs)
 
@@ -449,6 +464,11 @@ def flush_subnormals(t: torch.Tensor) -> torch.Tensor:
     if not bool(sub.any()):
         return t
     return torch.where(sub, t * 0, t)
+
+
+# The runs of the ORIGINAL graph the oracle may compare against, by kind; each is computed once, on
+# first use, and the alternatives (all but "reference") only where a value differs.
+RERUNS = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run, "again": repeat_run}
 
 
 def _elementwise(target) -> bool:

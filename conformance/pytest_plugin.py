@@ -46,6 +46,9 @@ def pytest_addoption(parser):
                     help="inputs and constants that require grad (as fx-conformance verify --requires-grad)")
     group.addoption("--fx-dynamic", action="store_true", default=False,
                     help="graphs over symbolic sizes, and the dynamic property (as fx-conformance verify --dynamic)")
+    group.addoption("--fx-device", choices=("auto", "cpu", "cuda"), default="auto",
+                    help="where --fx-pass's graphs are drawn and run: auto (CUDA where present, as fx-conformance "
+                         "verify --device), cpu or cuda")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,
                     help="exit 0, not 4, when --fx-pass changed none of the graphs")
 
@@ -68,7 +71,8 @@ def pytest_report_header(config):
     if target:
         ensure = ", ".join(config.getoption("fx_ensure")) or "none"
         lines.append(f"fx-conformance: verifying {target} on {config.getoption('fx_graphs')} graphs, "
-                     f"contracts: {ensure}, specials: {config.getoption('fx_specials')}")
+                     f"contracts: {ensure}, specials: {config.getoption('fx_specials')}, "
+                     f"device: {config.getoption('fx_device')}")
     return lines
 
 

@@ -47,8 +47,8 @@ from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import (SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values, least_precise,
-                     flushed_run, reference_run, scalar_path_run, tensor_constants)
+from .oracle import (RERUNS, SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values,
+                     least_precise, tensor_constants)
 
 
 class ExampleTimeout(BaseException):
@@ -116,8 +116,9 @@ class Checker:
         it), ``sizes``: sizes to run it at besides the ones the ``dynamic`` property picks."""
         if self.dynamic and symbolic is None:
             raise UsageError("this checker judges graphs over symbolic sizes: pass symbolic= (their SymbolicShapes)")
-        if self.device != "cpu" or any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
-            gm, inputs = to_device(gm, tuple(inputs), self.device)
+        tensors = (*inputs, *gm.buffers(), *gm.parameters())
+        if any(isinstance(t, torch.Tensor) and t.device.type != self.device for t in tensors):
+            gm, inputs = to_device(gm, tuple(inputs), self.device)  # drawn elsewhere (graphs(device=) draws here)
         dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes) if self.dynamic and DYNAMIC in self.properties else None
         run = _Run(self, gm, tuple(inputs), dyn)
         try:
@@ -255,8 +256,7 @@ class _Run:
         flushed subnormals), as (flat outputs, inputs after, constants after, ...), or None where it
         cannot run; computed once, on first use."""
         if kind not in self._reruns:
-            runner = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run}[kind]
-            run = runner(self.gm, clone_inputs(self.inputs))
+            run = RERUNS[kind](self.gm, clone_inputs(self.inputs))
             self._reruns[kind] = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
         return self._reruns[kind]
 
@@ -274,6 +274,11 @@ class _Run:
         None; asked for only where a value differs."""
         return self._rerun("flushed")
 
+    def again(self):
+        """On a GPU, the ORIGINAL graph run once more (``repeat_run``: eager CUDA's atomics may round
+        differently from run to run), or None; asked for only where a value differs."""
+        return self._rerun("again")
+
     def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
         """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
         it differs, eager's scalar-kernel result (and, on a GPU, the flushed-subnormals run) is as
@@ -281,7 +286,8 @@ class _Run:
         ref = self.reference()
         return compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros,
                               computed_in=computed_in, specials=self.c.specials,
-                              alternatives=lambda: [pick(r) for r in (self.scalar_path(), self.flushed()) if r])
+                              alternatives=lambda: [pick(r) for r in (self.scalar_path(), self.flushed(), self.again())
+                                                    if r])
 
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):

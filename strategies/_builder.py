@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from . import _catalog as C
+from ._device import placed, record_attempt, rng_state, seeded, set_rng_state
 from ._meta import FakeViews
 from ._tensors import Layout
 
@@ -57,6 +58,9 @@ class GraphBuilder:
     n_constants: int = 0
     max_nodes: int = 64
     max_numel: int = MAX_NUMEL
+    device: torch.device = torch.device("cpu")  # what the graph says (factories' device=)
+    run_device: torch.device = torch.device("cpu")  # where every node is computed as it is drawn
+    support: object = None  # the device's DeviceSupport: what it refuses is never run
     _by_node: dict = field(default_factory=dict)
     # {node: (storage_key, shape)} as each node ran, every tensor alive: graph_features' record
     record: dict = field(default_factory=dict)
@@ -74,12 +78,14 @@ class GraphBuilder:
         else:
             with self.graph.inserting_before(anchor):
                 node = self.graph.placeholder(name)
+        base = base.to(self.run_device)
         self.recipes.append((base, layout))
         return self._add(Value(node, layout.apply(base.clone()), INPUT))
 
     def add_constant(self, tensor: torch.Tensor) -> Value:
         name = f"c{self.n_constants}"
         self.n_constants += 1
+        tensor = tensor.to(self.run_device)
         self.root.register_buffer(name, tensor)
         node = self.graph.get_attr(name)
         return self._add(Value(node, tensor, CONSTANT))
@@ -111,19 +117,30 @@ class GraphBuilder:
         graphs either) and the node budget allows; the first getitem's Value is returned. ``check=False``: the result is not checked (``empty``,
         whose garbage the caller overwrites at once); ``pure=False``: never re-emitted as a duplicate.
         """
-        real_args, real_kwargs = _map_values(args, lambda v: v.tensor), _map_values(kwargs, lambda v: v.tensor)
+        # factories carry device= as traced graphs do: the graph's device in the node, the device
+        # the values live on (the same, but where a device is simulated) in the run
+        real_args = _map_values(args, lambda v: v.tensor)
+        real_kwargs = placed(target, _map_values(kwargs, lambda v: v.tensor), self.run_device)
+        kwargs = placed(target, kwargs, self.device)
+        if self.support is not None:
+            refused = self.support.refusal(target, real_args, real_kwargs)
+            if refused:
+                raise StepRejected(refused)
+        crash = kills_eager(target, real_args, real_kwargs)
+        if crash:
+            raise StepRejected(crash)
         inplace = spec is not None and spec.category == C.INPLACE
         random = spec is not None and spec.category == C.RANDOM
         if inplace:
             out = self._call_inplace(spec, target, args, real_args, real_kwargs)
         else:
-            out = self._run_seeded(target, real_args, real_kwargs) if random else _run(target, real_args, real_kwargs)
+            out = self._run_seeded(target, real_args, real_kwargs) if random else _attempt(target, real_args, real_kwargs)
             if target in RUN_TWICE and not _same_bits(out, _run(target, real_args, real_kwargs)):
                 raise StepRejected(f"{target} gave two results on these values")
             if isinstance(out, (tuple, list)):
                 if self.n_calls + 2 > self.max_nodes:
                     raise StepRejected("no room for the op and its getitem")
-                for o in out:
+                for o in (out[:1] if target in FIRST_RESULT_ONLY else out):
                     self._check_result(o)
             elif check:
                 self._check_result(out)
@@ -151,7 +168,8 @@ class GraphBuilder:
         self.n_calls -= 1
 
     def _results(self, node, outs, first, keep) -> Value:
-        node.meta["val"] = type(outs)(self.fake_of(o) for o in outs)
+        # the CUDA attention overloads return SymInts (max_q) and RNG state beside their tensors
+        node.meta["val"] = type(outs)(self.fake_of(o) if isinstance(o, torch.Tensor) else o for o in outs)
         got = None
         for i, o in enumerate(outs):
             if i and (self.n_calls >= self.max_nodes or (keep is not None and not keep(i))):
@@ -167,17 +185,12 @@ class GraphBuilder:
         """A random op draws from the generator state the graph's run reaches at this node: the
         builder's own state (RNG_SEED's, advanced by the random ops drawn so far), never the
         caller's; committed by ``call`` once the node is added."""
-        saved = torch.random.get_rng_state()
-        try:
-            if self._rng is None:
-                torch.default_generator.manual_seed(RNG_SEED)  # torch.manual_seed seeds every device
-            else:
-                torch.random.set_rng_state(self._rng)
-            out = _run(target, args, kwargs)
-            self._pending_rng = torch.random.get_rng_state()
+        with seeded(self.run_device, RNG_SEED):
+            if self._rng is not None:
+                set_rng_state(self.run_device, self._rng)
+            out = _attempt(target, args, kwargs)
+            self._pending_rng = rng_state(self.run_device)
             return out
-        finally:
-            torch.random.set_rng_state(saved)
 
     def _call_inplace(self, spec, target, args, real_args, real_kwargs):
         self_value = args[0]
@@ -195,7 +208,7 @@ class GraphBuilder:
         # Trial on a private copy first: a failed in-place op must not leave a half-written value.
         trial_self = torch.ops.aten.alias(self_value.tensor) if spec.mutates_metadata else _copy_strided(self_value.tensor)
         trial_args = tuple(trial_self if (i == 0 or a is self_value.tensor) else a for i, a in enumerate(real_args))
-        out = _run(target, trial_args, real_kwargs)
+        out = _attempt(target, trial_args, real_kwargs)
         if not spec.mutates_metadata:
             self._check_result(out)
         try:
@@ -230,7 +243,29 @@ class GraphBuilder:
 RUN_TWICE = frozenset({torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default})
 # Ops whose results after the first are left without a getitem: the CPU flash attention's
 # logsumexp is not written for some rows (measured: two runs that agreed while drawn disagreed later).
-FIRST_RESULT_ONLY = RUN_TWICE
+# So are the CUDA attention overloads' (log-sum-exp, RNG state, SymInt lengths: what autograd saves).
+FIRST_RESULT_ONLY = RUN_TWICE | frozenset({torch.ops.aten._scaled_dot_product_efficient_attention.default,
+                                           torch.ops.aten._scaled_dot_product_flash_attention.default,
+                                           torch.ops.aten._scaled_dot_product_cudnn_attention.default})
+
+
+# Calls that kill the process in eager CPU instead of raising (measured, torch 2.13: SIGFPE). Never
+# run, so never drawn: a drawn graph must run, and a crash while drawing is no pass's fault. The
+# most negative integer divided by -1 overflows, and x86's idiv traps; the trunc path divides in C.
+_TRUNC_DIVISIONS = frozenset({torch.ops.aten.div.Tensor_mode, torch.ops.aten.div_.Tensor_mode,
+                              torch.ops.aten.div.Scalar_mode, torch.ops.aten.div_.Scalar_mode})
+
+
+def kills_eager(target, args, kwargs) -> str | None:
+    """Why running this call would kill the process (SIGFPE), or None."""
+    if target in _TRUNC_DIVISIONS and kwargs.get("rounding_mode") == "trunc" and len(args) >= 2:
+        x, d = args[0], args[1]
+        if isinstance(x, torch.Tensor) and x.dtype in (torch.int32, torch.int64) and x.numel():
+            low = torch.iinfo(x.dtype).min
+            minus_one = bool((d == -1).any()) if isinstance(d, torch.Tensor) else d == -1
+            if minus_one and bool((x == low).any()):
+                return f"{target} of {low} by -1 with rounding_mode='trunc' kills eager CPU (SIGFPE)"
+    return None
 
 
 def _same_bits(a, b) -> bool:
@@ -246,6 +281,17 @@ def _same_bits(a, b) -> bool:
         a, b = a.view(view), b.view(view)
     return torch.equal(a, b)
 
+
+
+def _attempt(target, args, kwargs):
+    """``_run``, the outcome recorded for a device probe (``_device.probe``) while one runs."""
+    try:
+        out = _run(target, args, kwargs)
+    except StepRejected as exc:
+        record_attempt(target, args, kwargs, str(exc))
+        raise
+    record_attempt(target, args, kwargs, None, out)
+    return out
 
 
 def _run(target, args, kwargs):
@@ -315,5 +361,5 @@ def writable(value: Value, *, metadata: bool = False) -> bool:
 
 
 def _copy_strided(t: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     return out.copy_(t)

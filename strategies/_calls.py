@@ -243,32 +243,43 @@ def rule_group_norm(draw, ctx, spec):
 # --- attention ----------------------------------------------------------------------------------------
 
 
+# The overloads the composite dispatches to, each with its own kernel (the CPU flash one, the CUDA ones).
+_CUDA_FLASH = aten._scaled_dot_product_flash_attention.default
+_BIASED = (aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_cudnn_attention.default)
+_FUSED = (aten._scaled_dot_product_flash_attention_for_cpu.default, _CUDA_FLASH, *_BIASED)
+
+
 def rule_sdpa(draw, ctx, spec):
     op = spec.overload
     flash = op is aten._scaled_dot_product_flash_attention_for_cpu.default
+    fused = op in _FUSED
     head = (lambda d: _wide(d, ctx)) if ctx.large else (lambda d: _side(d))
     q = _ranked(draw, ctx, spec.dtypes, (4,),
                 lambda d: (_side(d, 1, 2), _side(d, 1, 2), _side(d), head(d)), fits=lambda s: s[-1] > 0)
     bsz, heads, length, e = q.tensor.shape
     dt = _dtype(q)
     s = _side(draw)
-    if flash and 0 in (heads, length, s):
-        # the CPU flash kernel divides by these: SIGFPE, the process dies (docs/torch-facts.md 8)
-        raise StepRejected("the CPU flash attention crashes on an empty head, query or key dim")
+    if fused and 0 in (heads, length, s):
+        # the CPU flash kernel divides by these: SIGFPE, the process dies (docs/torch-facts.md 8); the
+        # fused CUDA kernels are not launched empty either (the composite returns before them)
+        raise StepRejected("a fused attention kernel on an empty head, query or key dim")
     k = _exact(draw, ctx, (bsz, heads, s, e), dt)
-    v = _exact(draw, ctx, (bsz, heads, s, e if flash else _side(draw)), dt)
-    kinds = ["none", "float"] + ([] if flash else ["bool"])
+    v = _exact(draw, ctx, (bsz, heads, s, e if fused else _side(draw)), dt)
+    kinds = ["none", "float", "bool"] if not fused else ["none"] if op is _CUDA_FLASH else ["none", "float"]
     kind = choose(draw, kinds)
     mask = None
     if kind == "float":
-        mask = _exact(draw, ctx, choose(draw, [(length, s), (bsz, 1, length, s)]), dt)
+        # the CUDA kernels take the bias as the composite hands it over: expanded to 4-d
+        shapes = [(bsz, heads, length, s)] if op in _BIASED else [(length, s), (bsz, 1, length, s)]
+        mask = _exact(draw, ctx, choose(draw, shapes), dt)
     elif kind == "bool":
         mask = _exact(draw, ctx, (length, s), torch.bool)
     causal = mask is None and flag(draw)
-    if flash and any(t is not None and t.tensor.dim() and t.tensor.shape[-1] > 1 and t.tensor.stride(-1) != 1
+    if fused and any(t is not None and t.tensor.dim() and t.tensor.shape[-1] > 1 and t.tensor.stride(-1) != 1
                      for t in (q, k, v, mask)):
-        # the CPU flash kernel reads the last dim as if its stride were 1 (docs/torch-facts.md 8)
-        raise StepRejected("the CPU flash attention needs a unit stride in the last dim")
+        # the CPU flash kernel reads the last dim as if its stride were 1 (docs/torch-facts.md 8); the
+        # composite makes it so before calling any fused kernel
+        raise StepRejected("a fused attention kernel needs a unit stride in the last dim")
     kwargs = {}
     if flag(draw):
         kwargs["scale"] = choose(draw, (0.5, 0.125, 1.0))
@@ -276,6 +287,10 @@ def rule_sdpa(draw, ctx, spec):
         if mask is not None:
             kwargs["attn_mask"] = mask
         return (q, k, v, 0.0, causal), kwargs
+    if op is _CUDA_FLASH:
+        return (q, k, v, 0.0, causal), kwargs
+    if op in _BIASED:  # the log-sum-exp is not computed: only the first result is drawn (FIRST_RESULT_ONLY)
+        return (q, k, v, mask, False, 0.0, causal), kwargs
     return (q, k, v, mask, 0.0, causal), kwargs
 
 

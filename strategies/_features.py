@@ -11,6 +11,7 @@ import torch.fx as fx
 
 from . import _catalog as C
 from ._builder import RNG_SEED, set_grad_enabled, storage_key
+from ._device import device_of, seeded
 from ._ops import OPS
 
 FEATURES = (
@@ -102,8 +103,7 @@ def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> fr
         rec = _Recorder(gm)
         # on exit no_grad restores the caller's grad mode, whatever the graph set; random ops draw
         # what they drew while the graph was built, and the caller's generator is left as it was
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(RNG_SEED)  # CPU only: torch.manual_seed seeds every device
+        with torch.no_grad(), seeded(device_of(inputs), RNG_SEED):
             rec.run(*inputs)
         record = rec.record
     stores = {n: record.get(n, (None, None))[0] for n in nodes}

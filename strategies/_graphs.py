@@ -22,6 +22,7 @@ from . import _catalog as C
 from ._args import DrawContext, call_args
 from ._builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, storage_key
 from ._calls import CHAINS, Chain
+from ._device import check_device, drawing_support, seeded
 from ._draws import Weighted, choose, flag, integers, neutral_or_index
 from ._focus import Focus
 from ._errors import InvalidArgument
@@ -57,6 +58,7 @@ class GraphCase:
     features: frozenset
     recipes: tuple = field(default=())
     symbolic: object = None  # dynamic graphs: the ``SymbolicShapes`` of the inputs (``_symshapes.py``)
+    device: str = "cpu"  # the device it was drawn for: where its inputs and constants live
 
     def fresh_inputs(self) -> tuple:
         """New tensors equal to ``example_inputs`` in values, shape, strides and storage layout."""
@@ -84,8 +86,9 @@ class _Config:
 
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
                  mutations, special_values, constants, focus=None, focus_rows=(), large=False, chains=(),
-                 requires_grad=False):
+                 requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.device, self.run_device, self.support = device, run_device, support
         self.requires_grad = requires_grad
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.min_inputs, self.max_inputs = min_inputs, max_inputs
@@ -163,7 +166,8 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1,
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
            constants: bool = True, focus=None, sizes: str = "small", random: bool = False,
-           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False) -> st.SearchStrategy:
+           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False,
+           device="cpu") -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -204,6 +208,12 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             ``case.symbolic`` says which input dims are symbols (``SymbolicShapes``). Floating
             dtypes, functional programs; of the other options ``dtypes``, ``min_nodes``/``max_nodes``
             and ``min_inputs``/``max_inputs`` (at most 3) apply (``_dynamic.py``).
+        device: the device the graph is drawn for ("cpu", "cuda", "cuda:N"): every node is computed
+            there as it is drawn, inputs and constants live there, factories say ``device=``, and
+            only what the device runs is drawn (its ``DeviceSupport`` table, learned from the
+            device on first use and cached: ``_device.py``). CPU-only overloads are drawn for the
+            CPU only; on CUDA the attention family draws the CUDA overloads. Dynamic and "torch"
+            graphs are drawn on the CPU (the harness moves them: ``check(..., device=)``).
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -226,6 +236,11 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         raise InvalidArgument(f"sizes={sizes!r} must be one of {SIZES}")
     ir = check_ir(ir)
     check_bool(dynamic, "dynamic")
+    dev = check_device(device)
+    if (dynamic or ir == "torch") and dev.type != "cpu":
+        raise InvalidArgument(f"device={device!r} with {'dynamic=True' if dynamic else 'ir=torch'}: these graphs are "
+                              f"drawn on the CPU; draw them for device='cpu' and check them with "
+                              f"check(..., device={str(dev)!r}) or verify(device=...), which move them")
     if dynamic:
         return _dynamic_graphs(locals())
     if ir == "torch":
@@ -236,12 +251,17 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
-    rows = _resolve_ops(ops, views, mutations, random)
+    run_device, support = drawing_support(dev)
+    asked = _resolve_ops(ops, views, mutations, random)
+    rows = support.narrow(asked)
+    if not rows:
+        raise InvalidArgument(f"ops={ops!r}: {dev.type} ({support.name}) runs none of {[r.name for r in asked]}; "
+                              f"draw them for another device")
     if focus is not None and not isinstance(focus, Focus):
         focus = Focus(ops=focus)
     focus_rows = ()
     if focus is not None and focus.ops:
-        focus_rows = tuple(r for r in _resolve_ops(focus.ops, True, True) if r in rows)
+        focus_rows = tuple(r for r in support.narrow(_resolve_ops(focus.ops, True, True)) if r in rows)
     large = sizes == "large"
     leaf_shapes = _shapes(max_dims=3, max_side=4)
     if large:
@@ -249,7 +269,8 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     cfg = _Config(rows, dtypes.map(_checked_dtype), leaf_shapes, min_nodes=min_nodes,
                   max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
-                  large=large, chains=_chains(rows), requires_grad=requires_grad)
+                  large=large, chains=_chains(rows), requires_grad=requires_grad,
+                  device=dev, run_device=run_device, support=support)
     if ir == "aten":
         return _graph_cases(cfg)
     return _graph_cases(cfg).map(lambda case: convert(case, ir))
@@ -303,7 +324,8 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
     grad_mode = torch.is_grad_enabled()
     try:
         builder = GraphBuilder(special_values=cfg.special_values, fake_mode=shared_fake_mode(),
-                               max_nodes=cfg.max_nodes, max_numel=MAX_NUMEL_LARGE if cfg.large else MAX_NUMEL)
+                               max_nodes=cfg.max_nodes, max_numel=MAX_NUMEL_LARGE if cfg.large else MAX_NUMEL,
+                               device=cfg.device, run_device=cfg.run_device, support=cfg.support)
         ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values,
                           max_nodes=cfg.max_nodes, large=cfg.large)
         if cfg.focus is not None:
@@ -343,7 +365,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
         written = {i for i, v in enumerate(v for v in builder.values if v.origin == INPUT) if v.tensor._version}
         recipes, features = _with_grad(draw, gm, recipes, features, written)
         inputs = _rebuild(recipes)
-    return GraphCase(gm, inputs, features, recipes)
+    return GraphCase(gm, inputs, features, recipes, device=str(cfg.device))
 
 
 def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, written: set):
@@ -362,7 +384,7 @@ def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, wr
         del gm._buffers[name]
         gm.register_parameter(name, torch.nn.Parameter(buf.clone()))
     try:
-        _run_seeded(gm, _rebuild(drawn))
+        _run_seeded(gm, _rebuild(drawn), drawn[0][0].device if drawn else "cpu")
     except Exception:  # noqa: BLE001 - see the docstring: the graph as drawn, without grad
         for name, buf in buffers.items():
             del gm._parameters[name]
@@ -371,11 +393,10 @@ def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, wr
     return drawn, features | {"requires-grad"}
 
 
-def _run_seeded(gm: fx.GraphModule, inputs: tuple):
+def _run_seeded(gm: fx.GraphModule, inputs: tuple, device):
     grad = torch.is_grad_enabled()
     try:
-        with torch.random.fork_rng(devices=[]):  # CPU only, as forked: torch.manual_seed seeds every device
-            torch.default_generator.manual_seed(RNG_SEED)
+        with seeded(device, RNG_SEED):
             return gm(*inputs)
     finally:
         torch._C._set_grad_enabled(grad)

@@ -35,6 +35,7 @@ import torch
 import torch.fx as fx
 from hypothesis import reject
 
+from ._device import device_of, forked_rng
 from ._errors import InvalidArgument
 from ._tensors import Layout
 
@@ -137,7 +138,7 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
 
     grad = torch.is_grad_enabled()
     try:
-        with torch.random.fork_rng(devices=[]):
+        with forked_rng(device_of(originals)):
             lifted = fresh()
             traced = _CONVERT[ir](gm, list(lifted[:len(buffers)]), lifted[len(buffers):])
     except Exception as exc:  # noqa: BLE001 - the tracer's own error, said in one line
@@ -179,7 +180,7 @@ def convert(case, ir: str):
         features = graph_features(traced, _rebuild(recipes))  # its first run
     except Exception:  # noqa: BLE001 - a graph this stage cannot take: draw another
         reject()
-    return GraphCase(traced, _rebuild(recipes), features, recipes)
+    return GraphCase(traced, _rebuild(recipes), features, recipes, device=case.device)
 
 
 # --- invariants --------------------------------------------------------------------------------------

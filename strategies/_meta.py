@@ -60,11 +60,11 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
             return out
 
     from ._builder import RNG_SEED
+    from ._device import device_of, seeded
 
     grad = torch.is_grad_enabled()
     try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it; random ops
-        with torch.random.fork_rng(devices=[]):  # draw from RNG_SEED's state, not the caller's
-            torch.default_generator.manual_seed(RNG_SEED)  # torch.manual_seed seeds every device
+        with seeded(device_of(example_inputs), RNG_SEED):  # draw from RNG_SEED's state, not the caller's
             _Record(gm).run(*example_inputs)
     finally:
         torch._C._set_grad_enabled(grad)

@@ -186,10 +186,16 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.native_batch_norm.default, NORM, (BATCH_NORM,), FLOAT),  # training (no running stats) or not
     OpSpec(aten._native_batch_norm_legit_no_training.default, NORM, (BATCH_NORM,), FLOAT),
     OpSpec(aten.native_group_norm.default, NORM, (GROUP_NORM,), FLOAT),
-    # ---- attention as CPU graphs carry it: the composite, the CPU flash overload, the math one -------
+    # ---- attention as traced graphs carry it: the composite and the math overload anywhere; the
+    # overloads the composite dispatches to per device, each drawn only where the dispatcher has a
+    # kernel for it (strategies/_device.py): the CPU flash one on the CPU, the efficient, flash and
+    # cuDNN ones on CUDA, at the dtypes the device's probe finds (flash: half precision only) -------
     OpSpec(aten.scaled_dot_product_attention.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_flash_attention_for_cpu.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_attention_math.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_efficient_attention.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_flash_attention.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_cudnn_attention.default, ATTENTION, (SDPA,), FLOAT),
     # ---- indexing: indices inside their dims; writes that could collide go to unique positions ------
     OpSpec(aten.index.Tensor, INDEXING, (INDEX,), ANY),
     OpSpec(aten.index_put.default, INDEXING, (INDEX_PUT,), ANY),

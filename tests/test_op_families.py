@@ -199,11 +199,11 @@ def test_bad_sizes_are_refused():
 def test_large_sizes_pass_a_reassociated_matmul_and_catch_a_dropped_beta():
     """A k-sum split in two halves only moves rounding: the fp64 reference keeps it from being
     flagged even with k in the hundreds. Dropping addmm's beta changes the math: caught."""
-    split = verify(split_mm_reduction, sizes="large", seed=0, max_examples=60, repro_dir=None, shrink=False,
+    split = verify(split_mm_reduction, sizes="large", seed=0, max_examples=60, repro_dir=None, device="cpu", shrink=False,
                    focus="aten.mm.default", special_values=False)
     assert split.ok, [v.message for v in split.violations]
     assert split.changed >= 5
-    dropped = verify(addmm_dropping_beta, sizes="large", seed=0, max_examples=200, repro_dir=None, shrink=False,
+    dropped = verify(addmm_dropping_beta, sizes="large", seed=0, max_examples=200, repro_dir=None, device="cpu", shrink=False,
                      focus="aten.addmm.default")
     assert not dropped.ok and dropped.violations[0].property == "values"
 
@@ -222,7 +222,7 @@ FAMILY_OPTIONS = {"layer_norm_unbiased": {"special_values": False}}
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
 @pytest.mark.parametrize("name", sorted(OP_FAMILY_BUGS))
 def test_op_family_bug_is_caught_within_200_graphs(name, seed):
-    result = verify(OP_FAMILY_BUGS[name][0], seed=seed, repro_dir=None, shrink=False, **FAMILY_OPTIONS.get(name, {}))
+    result = verify(OP_FAMILY_BUGS[name][0], seed=seed, repro_dir=None, device="cpu", shrink=False, **FAMILY_OPTIONS.get(name, {}))
     assert not result.ok, f"{name}: no counterexample in {result.examples} graphs (seed {seed}); {result.fire_text}"
     assert result.examples <= 200 and "values" in {v.property for v in result.violations}
 
@@ -230,7 +230,7 @@ def test_op_family_bug_is_caught_within_200_graphs(name, seed):
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
 @pytest.mark.parametrize("name", sorted(OP_FAMILY_BUGS))
 def test_op_family_twin_is_not_flagged_and_fires(name, seed):
-    result = verify(OP_FAMILY_BUGS[name][1], seed=seed, repro_dir=None, shrink=False, **FAMILY_OPTIONS.get(name, {}))
+    result = verify(OP_FAMILY_BUGS[name][1], seed=seed, repro_dir=None, device="cpu", shrink=False, **FAMILY_OPTIONS.get(name, {}))
     assert result.ok, "\n".join(f"{v.property}: {v.message}\n{v.graph_before}" for v in result.violations)
     assert result.examples == 200 and result.changed >= 5, result.fire_text
 
@@ -239,7 +239,7 @@ def test_the_cli_catches_the_addmm_that_ignores_alpha(tmp_path, capsys):
     from conformance.cli import main
 
     code = main(["verify", "tests.passes.op_families:fuse_mm_add_ignoring_alpha", "--seed", "0",
-                 "--repro-dir", str(tmp_path)])
+                 "--repro-dir", str(tmp_path), "--device", "cpu"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert "values violated by a minimal graph" in out and "aten.addmm.default" in out

@@ -167,8 +167,8 @@ def test_focus_option_resolves_names_and_refuses_unknown_ones():
 
 
 def test_a_focused_search_catches_log_of_exp_where_the_plain_one_does_not():
-    plain = verify(log_of_exp, seed=0, max_examples=100, focus="none", repro_dir=None, shrink=False)
-    focused = verify(log_of_exp, seed=0, max_examples=100, repro_dir=None, shrink=False)
+    plain = verify(log_of_exp, seed=0, max_examples=100, focus="none", repro_dir=None, device="cpu", shrink=False)
+    focused = verify(log_of_exp, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False)
     assert plain.ok and plain.changed_dead_code_only == plain.changed  # it only ever removed dead code
     assert not focused.ok and focused.focus["mode"] == "auto"
     assert {"op": "aten.log.default", "how": "code"} in focused.focus["ops"]

@@ -1,6 +1,7 @@
 """Seed graphs (strategies/_seeds.py, ``--seed-graphs``): a user's example programs, traced with
 make_fx, embedded with fresh values in drawn context, so a pass over ops the catalog lacks
-(``logaddexp``) is exercised; bad seeds get one clear error."""
+(``logaddexp``) is exercised; bad seeds get one clear error. What a seed makes a pass do is
+measured on CPU draws: the searches say device="cpu"."""
 
 from __future__ import annotations
 
@@ -89,9 +90,9 @@ def _softplus_like(a, b):
 
 
 def test_a_pass_over_ops_the_catalog_lacks_is_vacuous_without_seeds_and_checked_with_them():
-    plain = verify(expand_logaddexp, seed=0, max_examples=40, repro_dir=None, shrink=False)
+    plain = verify(expand_logaddexp, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
     assert plain.vacuous and plain.changed == 0
-    seeded = verify(expand_logaddexp, seed=0, repro_dir=None, shrink=False,
+    seeded = verify(expand_logaddexp, seed=0, repro_dir=None, device="cpu", shrink=False,
                     seed_graphs=[(_softplus_like, (torch.randn(3), torch.randn(3)))])
     assert seeded.changed >= 1 and seeded.focus["seeds"]  # the overflow is found within a few graphs (seeds 0-3)
     assert not seeded.ok and "aten.log.default" in seeded.violations[0].graph_after
@@ -112,7 +113,7 @@ def test_a_correct_pass_over_seeds_is_not_flagged():
         gm.recompile()
         return gm
 
-    result = verify(fuse_addmm_2d, seed=0, max_examples=100, repro_dir=None, shrink=False,
+    result = verify(fuse_addmm_2d, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False,
                     seed_graphs=[(_linear, (torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
     assert result.ok, [v.message for v in result.violations]
     assert result.changed >= 10
@@ -128,7 +129,7 @@ def test_seed_graphs_from_a_target_string(tmp_path, monkeypatch, capsys):
     seeds = resolve_seed_graphs("progs.py:examples")
     assert len(seeds) == 1 and "aten.mm.default" in repr(seeds[0])
     code = main(["verify", "tests.test_seeds:fuse_addmm", "--seed", "0", "--no-shrink", "--repro-dir", str(tmp_path),
-                 "--seed-graphs", "progs.py:examples"])
+                 "--seed-graphs", "progs.py:examples", "--device", "cpu"])
     out = capsys.readouterr().out
     assert code in (0, 1), out  # without seeds: vacuous, exit 4
     assert "the pass changed 0 of" not in out and "the pass changed" in out

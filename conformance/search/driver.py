@@ -336,13 +336,7 @@ def _options(args: dict) -> dict:
                          f"graphs (traced under no_grad) and export lifts parameters to inputs")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
-    device = args["device"]
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device not in ("cpu", "cuda"):
-        raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
+    device = resolve_device(args["device"])
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
     opts = {k: args[k] for k in keep}
@@ -395,13 +389,26 @@ class _Stream:
             self.last = time.monotonic()
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` (CUDA where this machine has it, else the CPU), ``cpu`` or ``cuda``; UsageError else."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
+    return device
+
+
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None):
     if opts["dynamic"]:
         strategy = graphs(dynamic=True)
     else:
+        # drawn on the device the search runs on, so every graph runs there (torch-IR graphs are drawn
+        # on the CPU: check() moves them)
         strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
                           ir=opts["ir"], constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
-                          requires_grad=opts["requires_grad"])
+                          requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     def run_one(case) -> Verdict:
         if not isolate:

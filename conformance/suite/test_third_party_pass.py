@@ -15,6 +15,7 @@ from conformance import UsageError, load_pass
 from conformance._result import EXECUTION
 from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
+from conformance.search.driver import resolve_device
 from conformance.search.focus import resolve_focus
 from conformance.verify import Checker
 from strategies import InvalidArgument, graphs
@@ -42,20 +43,25 @@ def fx_options(request):
         raise pytest.UsageError(f"--fx-focus: {exc}") from None
     dynamic = config.getoption("fx_dynamic")
     try:
+        device = resolve_device(config.getoption("fx_device"))
+    except UsageError as exc:
+        raise pytest.UsageError(f"--fx-device: {exc}") from None
+    ir = config.getoption("fx_ir")
+    try:  # drawn on the device they run on (dynamic and torch-IR graphs on the CPU: check() moves them)
         strategy = graphs(dynamic=True) if dynamic else \
-            graphs(mutations=mutating, special_values=True, focus=focus, ir=config.getoption("fx_ir"),
-                   requires_grad=config.getoption("fx_requires_grad"))
+            graphs(mutations=mutating, special_values=True, focus=focus, ir=ir,
+                   requires_grad=config.getoption("fx_requires_grad"), device="cpu" if ir == "torch" else device)
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--fx-ir/--fx-requires-grad: {exc}") from None
-    return put, tuple(config.getoption("fx_ensure")), strategy, config.getoption("fx_specials"), dynamic
+    return put, tuple(config.getoption("fx_ensure")), strategy, config.getoption("fx_specials"), dynamic, device
 
 
 def _check(fx_options, data, prop):
-    put, ensure, strategy, specials, dynamic = fx_options
+    put, ensure, strategy, specials, dynamic, device = fx_options
     # The contracts go to every checker, as in `fx-conformance verify`: what they allow (an input
     # returned as a copy with its own layout, say) holds for every property; each test then judges
     # its own property (and execution, which any test may hit first).
-    checker = Checker(put, properties=[prop], ensure=ensure, specials=specials, dynamic=dynamic)
+    checker = Checker(put, properties=[prop], ensure=ensure, specials=specials, dynamic=dynamic, device=device)
     case = data.draw(strategy, label="graph")
     verdict = checker.check(case.gm, case.example_inputs, case.symbolic)
     record_fire(verdict)

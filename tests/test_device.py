@@ -1,0 +1,261 @@
+"""Graphs drawn for a device hold only what that device runs (strategies/_device.py).
+
+Runs on any machine: a CUDA device is simulated on the CPU with the table the H100 census recorded
+(tests/data/h100-torch2.11-census.json, eager CUDA's refusals in 2000 drawn graphs), so these
+tests check the drawing, not CUDA itself; on a CUDA machine the same graphs are drawn on the GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance.adapters import to_device
+from strategies import OPS, InvalidArgument, OpSpec, graphs
+from strategies import _device
+from strategies._catalog import ANY, MATMUL, MM, POINTWISE, TENSOR
+from strategies._device import DeviceSupport, op_name, relocate, signature, simulated
+
+aten = torch.ops.aten
+H100 = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-census.json"
+_SETTINGS = settings(max_examples=150, derandomize=True, database=None, deadline=None,
+                     suppress_health_check=list(HealthCheck))
+
+
+def _h100() -> DeviceSupport:
+    return DeviceSupport.from_json(json.loads(H100.read_text()))
+
+
+def _calls(case_or_gm):
+    gm = getattr(case_or_gm, "gm", case_or_gm)
+    return [n for n in gm.graph.nodes if n.op == "call_function" and hasattr(n.target, "_schema")]
+
+
+def _dtypes_of(node) -> tuple:
+    vals = []
+
+    def walk(a):
+        if isinstance(a, torch.fx.Node):
+            v = a.meta.get("val")
+            if isinstance(v, torch.Tensor):
+                vals.append(v)
+        elif isinstance(a, (tuple, list)):
+            for x in a:
+                walk(x)
+    walk(node.args)
+    walk(tuple(node.kwargs.values()))
+    return signature(tuple(vals), {})
+
+
+def _census(device: str, support=None, **options) -> collections.Counter:
+    """Per (op, dtypes of its tensor operands) and per factory device, counts over 150 draws."""
+    seen = collections.Counter()
+
+    def run():
+        @_SETTINGS
+        @given(graphs(max_nodes=10, device=device, **options))
+        def draw(case):
+            assert case.device == device
+            for node in _calls(case):
+                seen[op_name(node.target), _dtypes_of(node)] += 1
+                if "device" in node.kwargs:
+                    seen["device", str(node.kwargs["device"])] += 1
+            for t in case.example_inputs:
+                seen["input on", t.device.type] += 1
+
+        draw()
+
+    if support is None:
+        run()
+    else:
+        with simulated(device, support):
+            run()
+    return seen
+
+
+@pytest.mark.parametrize("options", [dict(mutations=True, random=True, special_values=True),
+                                     dict(ops=["aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.addmv",
+                                               "aten.dot", "aten.native_layer_norm", "aten.full", "aten.arange",
+                                               "aten.scalar_tensor", "aten.zeros",
+                                               "aten._scaled_dot_product_flash_attention_for_cpu",
+                                               "aten.scaled_dot_product_attention"])],
+                         ids=["catalog", "refused-families"])
+def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(options):
+    h100 = _h100()
+    seen = _census("cuda", h100, **options)
+    calls = {k: n for k, n in seen.items() if k[0] != "device" and k[0] != "input on"}
+    for (op, sig), n in calls.items():
+        assert (op, sig) not in h100.refused_calls, (op, sig, n)
+        assert not sig or sig[0] not in h100.refused_dtypes.get(op, {}), (op, sig, n)
+    assert not any(op == "aten._scaled_dot_product_flash_attention_for_cpu.default" for op, _ in calls)
+    factories = sum(n for (op, _), n in calls.items() if op in ("aten.full.default", "aten.zeros.default",
+                                                                 "aten.arange.default", "aten.arange.start_step",
+                                                                 "aten.scalar_tensor.default", "aten.ones.default"))
+    assert factories and seen["device", "cuda"] >= factories and not seen["device", "cpu"]
+    if "ops" in options:  # the families the table narrows are still drawn, at the dtypes CUDA runs
+        assert sum(n for (op, sig), n in calls.items() if op == "aten.mm.default" and sig[0].startswith("float")) > 3
+
+
+def test_the_same_draws_for_the_cpu_hold_what_the_h100_refused():
+    """The table is what keeps them out: drawn for the CPU, the refused families are there."""
+    seen = _census("cpu", ops=["aten.mm", "aten.bmm", "aten.addmm", "aten._scaled_dot_product_flash_attention_for_cpu",
+                               "aten.full", "aten.zeros"])
+    assert any(op == "aten.mm.default" and sig[0].startswith("int") for op, sig in seen if op != "device")
+    assert any(op == "aten._scaled_dot_product_flash_attention_for_cpu.default" for op, _ in seen)
+    assert seen["device", "cpu"] and not seen["device", "cuda"]
+    assert seen["input on", "cpu"]
+
+
+def test_cuda_only_overloads_are_never_drawn_for_the_cpu_and_cpu_only_ones_are():
+    cpu = _device.cpu_support()
+    names = {row.name for row in cpu.narrow(OPS)}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in names
+    for op in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+               "_scaled_dot_product_cudnn_attention"):
+        assert f"aten.{op}.default" not in names
+    with pytest.raises(InvalidArgument, match="runs none of"):
+        graphs(ops=["aten._scaled_dot_product_efficient_attention"], device="cpu").example()
+
+
+def test_a_device_this_machine_lacks_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the error is for machines without it")
+    with pytest.raises(InvalidArgument, match="torch.cuda.is_available"):
+        graphs(device="cuda").example()
+    with pytest.raises(InvalidArgument, match="not a torch device"):
+        graphs(device="gpu0").example()
+    with simulated("cuda", _h100()), pytest.raises(InvalidArgument, match="drawn on the CPU"):
+        graphs(dynamic=True, device="cuda").example()
+
+
+def test_the_probe_learns_what_the_device_refuses():
+    """Probed on the CPU with rows that claim more than the CPU runs: the probe narrows them to
+    what ran (bitwise_not is integral only, mm has no bool kernel) and keeps what runs."""
+    claims = (OpSpec(aten.bitwise_not.default, POINTWISE, (TENSOR,), ANY),
+              OpSpec(aten.mm.default, MATMUL, (MM,), ANY),
+              next(r for r in OPS if r.name == "aten.abs.default"))
+    found = _device.probe("cpu", claims, examples=8)
+    assert set(found.refused_dtypes["aten.bitwise_not.default"]) == {"float16", "bfloat16", "float32", "float64"}
+    assert set(found.refused_dtypes["aten.mm.default"]) == {"bool"}
+    assert "aten.abs.default" not in found.refused_dtypes
+    narrowed = {r.name: r.dtypes for r in found.narrow(claims)}
+    assert narrowed["aten.bitwise_not.default"] == frozenset({torch.int32, torch.int64, torch.bool})
+    assert torch.bool not in narrowed["aten.mm.default"] and torch.int64 in narrowed["aten.mm.default"]
+    again = DeviceSupport.from_json(json.loads(json.dumps(found.to_json())))
+    assert again == found
+
+
+def test_the_table_is_cached_per_torch_version_device_name_and_catalog(tmp_path, monkeypatch):
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    monkeypatch.setattr(_device, "_MEMORY", {})
+    monkeypatch.setattr(_device, "device_name", lambda device: "Fake GPU 1")
+    probes = []
+    table = _h100()
+    monkeypatch.setattr(_device, "probe", lambda device: probes.append(device) or table)
+    meta = torch.device("meta")
+    assert _device.support_for(meta) is table and len(probes) == 1
+    assert _device.support_for(meta) is table and len(probes) == 1  # memory
+    monkeypatch.setattr(_device, "_MEMORY", {})
+    assert _device.support_for(meta) == table and len(probes) == 1  # the file
+    files = list((tmp_path / "devices").iterdir())
+    assert len(files) == 1 and "Fake-GPU-1" in files[0].name and torch.__version__.replace("+", "-") in \
+        files[0].name.replace("+", "-")
+    monkeypatch.setattr(_device, "_MEMORY", {})
+    monkeypatch.setattr(_device, "device_name", lambda device: "Fake GPU 2")
+    _device.support_for(meta)
+    assert len(probes) == 2  # another device name: probed anew
+    monkeypatch.setattr(_device, "_MEMORY", {})
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    _device.support_for(meta)
+    assert len(probes) == 3  # another torch
+    assert len(list((tmp_path / "devices").iterdir())) == 3
+
+
+def test_relocate_and_to_device_move_factories():
+    @settings(max_examples=20, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs(ops=["aten.full", "aten.zeros", "aten.arange", "aten.scalar_tensor", "aten.ones"],
+                  min_nodes=2, max_nodes=4))
+    def check(case):
+        factories = [n for n in _calls(case) if n.kwargs.get("device") is not None]
+        assert all(n.kwargs["device"] == torch.device("cpu") for n in factories)
+        moved, inputs = to_device(case.gm, case.example_inputs, "meta")
+        assert all(t.device.type == "meta" for t in inputs)
+        assert all(n.kwargs["device"] == torch.device("cpu") for n in factories)  # the caller's graph as it was
+        moved_factories = [n for n in _calls(moved) if n.kwargs.get("device") is not None]
+        assert len(moved_factories) == len(factories)
+        assert all(n.kwargs["device"] == torch.device("meta") for n in moved_factories)
+        assert all(n.meta["val"].device.type == "meta" for n in _calls(moved) if isinstance(n.meta.get("val"), torch.Tensor))
+        seen.append(len(factories))
+
+    seen = []
+    check()
+    assert sum(seen) >= 10
+
+
+def test_relocate_adds_device_to_factories_without_one():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    z = g.call_function(aten.zeros.default, ([2],), {"dtype": torch.float32})
+    c = g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float64})
+    g.output((g.call_function(aten.add.Tensor, (z, x)), c))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    relocate(gm, "cuda")
+    assert z.kwargs["device"] == torch.device("cuda")
+    assert "device" not in c.kwargs  # same device as its operand: nothing to say
+    assert "device(type='cuda')" in gm.code
+
+
+def _opinfo_cuda_refusals() -> dict:
+    """Per catalog row with an OpInfo of its packet's name, the listed dtypes torch's OpInfo
+    database says CUDA does not run (``supported_dtypes('cuda')``: declared, readable on a CPU)."""
+    pytest.importorskip("expecttest", reason="torch's OpInfo database imports expecttest (a dependency in pyproject)")
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    by_name = {}
+    for info in op_db:
+        if not info.variant_test_name:
+            by_name.setdefault(info.name, info)
+    out = {}
+    for row in OPS:
+        info = by_name.get(row.overload._schema.name.split("::")[1].lstrip("_"))
+        if info is not None:
+            cuda = info.supported_dtypes("cuda")
+            out[row.name] = {str(d).removeprefix("torch.") for d in row.dtypes if d not in cuda}
+    return out
+
+
+def test_the_recorded_h100_refusals_agree_with_torchs_opinfo_database():
+    """Every dtype the H100 refused a row at is one OpInfo declares CUDA does not run (integer
+    matmuls); the table is test data, and this is its cross-check a CPU can run."""
+    opinfo = _opinfo_cuda_refusals()
+    h100 = _h100()
+    checked = 0
+    for row, refused in h100.refused_dtypes.items():
+        if row in opinfo:
+            assert set(refused) <= opinfo[row], (row, set(refused) - opinfo[row])
+            checked += 1
+    assert checked >= 5  # mm, bmm, addmm, baddbmm, addmv, dot
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_graphs_are_drawn_and_run_on_the_gpu_with_its_probed_table():
+    """On a CUDA machine: the probed table (made once, cached) keeps integer matmuls and the CPU
+    flash attention out, the CUDA attention overloads are drawn, and every value lives on the GPU."""
+    table = _device.support_for("cuda")
+    assert table.source == "probe" and table.name == torch.cuda.get_device_name()
+    assert not table.runs_row(next(r for r in OPS if r.name == "aten._scaled_dot_product_flash_attention_for_cpu.default"))
+    seen = _census("cuda", ops=["aten.mm", "aten.addmm", "aten.full", "aten.zeros",
+                                "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
+                                "aten.scaled_dot_product_attention"])
+    calls = {k: n for k, n in seen.items() if k[0] not in ("device", "input on")}
+    assert not any(op == "aten.mm.default" and sig[0].startswith("int") for op, sig in calls)
+    assert any(op in ("aten._scaled_dot_product_efficient_attention.default",
+                      "aten._scaled_dot_product_flash_attention.default") for op, _ in calls)
+    assert seen["device", "cuda:0"] + seen["device", "cuda"] and not seen["device", "cpu"]
+    assert seen["input on", "cuda"] and not seen["input on", "cpu"]
