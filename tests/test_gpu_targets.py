@@ -15,11 +15,14 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 
 from reference_lowering.pointwise._targets import TARGETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REGISTER_BUDGET = 128  # 32-bit registers (AMD: VGPRs) per thread: 4 warps keep >= 25% occupancy on sm_90
+# (holds under Triton 3.6 and 3.9 alike; ptxas's allocation differs between them: the fp32 pow helper
+# took 138 on sm_80 under 3.6 until it was written with fewer live values, see _helpers._pow_f32)
 # libdevice's sin/cos reduce large arguments (Payne-Hanek) in a small local array (measured: 32 bytes
 # for f32 when ptxas does not keep it in registers, 40 for f64); eager CUDA's sin/cos call the same
 # routines. A kernel that calls neither gets no stack at all.
@@ -91,4 +94,4 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path):
         planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
         assert planted["planted/wide_block"], f"{target}: a 65536-wide block was not flagged"
         assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), (target, planted)
-    assert not bad, f"{len(bad)} kernels:\n" + "\n".join(bad)
+    assert not bad, f"{len(bad)} kernels (triton {version('triton')}):\n" + "\n".join(bad)

@@ -3,8 +3,8 @@
 A codegen change shows up here as a diff of tests/golden/pointwise/<name>.py, to be reviewed and
 committed with the change: ``FX_CONFORMANCE_UPDATE_GOLDEN=1 pytest tests/test_pointwise_golden.py``
 rewrites them. Every graph is also run (lowered vs eager). With a CUDA device the same graphs are
-lowered for it and compiled by Triton (run that in its own process: a CPU kernel switches the
-process to the interpreter).
+lowered for it and compiled by Triton, in a process of their own (tests/_cuda_run.py: a CPU kernel
+switches a process to the interpreter).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import pathlib
 import pytest
 import torch
 
-from conformance.oracle import compare_outputs
 from reference_lowering.pointwise import lower_pointwise
-from reference_lowering.pointwise import _runtime
+from tests import _cuda_run
 from tests.graphs import build
 
 aten = torch.ops.aten
@@ -93,16 +92,6 @@ def snapshot(name: str) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def _run_and_compare(name, device):
-    body, make_inputs, dynamic = GOLDEN[name]
-    inputs = tuple(t.to(device) for t in make_inputs())
-    gm = build(len(inputs), body)
-    lowered = lower_pointwise(gm, inputs, dynamic=dynamic)
-    message = compare_outputs(gm, inputs, lowered(*inputs), f"{name} output")
-    assert message is None, message
-    return lowered
-
-
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_generated_source_matches_its_golden_snapshot(name):
     path = GOLDEN_DIR / f"{name}.py"
@@ -112,7 +101,8 @@ def test_generated_source_matches_its_golden_snapshot(name):
         path.write_text(text)
     assert path.exists(), f"no snapshot {path}; run with FX_CONFORMANCE_UPDATE_GOLDEN=1 to write it"
     assert text == path.read_text(), f"the generated source of {name} changed: review the diff, then update {path}"
-    _run_and_compare(name, "cpu")
+    record = _cuda_run.judge_golden(name, "cpu")  # lowered vs eager, as on CUDA
+    assert not record["failures"], _cuda_run.failure_report(record)
 
 
 def test_there_are_at_least_ten_golden_graphs_and_no_stale_snapshot():
@@ -123,7 +113,8 @@ def test_there_are_at_least_ten_golden_graphs_and_no_stale_snapshot():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_graphs_compiled_on_cuda(name):
-    if _runtime.interpreting():
-        pytest.skip("this process already runs Triton in interpreter mode; run the CUDA tests on their own")
-    lowered = _run_and_compare(name, "cuda")
-    assert all(k.mode == "compiled" for k in lowered.meta["pointwise_kernels"])
+    """In a subprocess (every golden graph in one, once per test process), so it runs whether or not
+    this process is in interpreter mode."""
+    record = _cuda_run.batch("golden")[name]
+    assert not record["failures"], _cuda_run.failure_report(record)
+    assert record["modes"] == ["compiled"], record["modes"]

@@ -7,8 +7,9 @@ interpreter refuses to call), and only core math: the Triton interpreter cannot 
 on CPU the code that runs on GPU. So the functions libdevice would give (expm1, log1p, tanh, atan,
 atan2, asin, hypot, pow, copysign, trunc, round-half-even) are written here, to eager's semantics
 for special values (NaN, +-inf, signed zero) and to within a few ulp. Integer floor division and
-remainder follow Python (Triton's ``//`` and ``%`` are C's). Each helper is a template over the
-float type, so constants keep fp64 precision in fp64 kernels.
+remainder follow Python (Triton's ``//`` and ``%`` are C's). A fused multiply-add (``fma``) is a
+helper too: Triton's interpreter before 3.9 computes ``tl.fma`` as ``a * b + c``, rounded twice. Each
+helper is a template over the float type, so constants keep fp64 precision in fp64 kernels.
 """
 
 from __future__ import annotations
@@ -200,7 +201,10 @@ def _pow(dtype):
     # C pow (std::pow, what eager calls) in fp64, then rounded: integer exponents below 2048 by
     # square-and-multiply and 0.5 by sqrt, exact wherever the result is (floor(pow(9., .5)) must be 3);
     # others through exp2(y * log2|x|). The sign and the special cases of C99 F.9.4.4 come after.
+    # fp32 needs fewer exact cases (_pow_f32).
     c = lambda v: _c(dtype, v)  # noqa: E731
+    if dtype == torch.float32:
+        return _pow_f32(c)
     return f"""
 @triton.jit
 def pow_{{S}}(x, y):
@@ -218,6 +222,43 @@ def pow_{{S}}(x, y):
         b = b * b
         e = e >> 1
     r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
+    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
+    ay = tl.abs(y)
+    y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
+    y_odd = y_int & ((y % {c(2.0)}) != 0)
+    neg = signbit_{{S}}(x)
+    r = tl.where(neg & y_odd, -r, r)
+    r = tl.where((x < 0) & (x > {c(float("-inf"))}) & (ay < {c(float("inf"))}) & ~y_int, {c(float("nan"))}, r)
+    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y > 0), {c(float("inf"))}, r)
+    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y < 0), {c(0.0)}, r)
+    r = tl.where((ax == 1) & (ay == {c(float("inf"))}), {c(1.0)}, r)
+    return tl.where((y == 0) | (x == 1), {c(1.0)}, r)
+"""
+
+
+def _pow_f32(c):
+    # fp32 (and f16/bf16, held in fp32): exp2(y * log2|x|) in fp64 is within 2^-44 of x^y where the fp32
+    # result is finite and not 0, so it rounds to x^y wherever x^y is an fp32 number. Where an integer
+    # power x^n is halfway between two, the exact product (square-and-multiply, rounded once) decides:
+    # that needs m^n of exactly 25 bits (m the odd significand of x, >= 3), so m in [2^(24/n), 2^(25/n)),
+    # which holds an odd integer for 0 < n < 8 only (11^7); x^-n is never halfway. So three rounds
+    # instead of fp64's eleven, before the exp2 (fewer values live at once), and no 1 / p: sm_80 took
+    # 138 registers per thread under Triton 3.6 with those (budget 128, tests/test_gpu_targets.py), 115
+    # with these (3.9: 128 -> 104); the results are the same.
+    return f"""
+@triton.jit
+def pow_{{S}}(x, y):
+    yd = y.to(tl.float64)
+    ax = tl.abs(x.to(tl.float64))
+    small_int = (tl.floor(y) == y) & (y > 0) & (y < 8)
+    e = tl.where(small_int, y, 0).to(tl.int32)
+    p = tl.full(ax.shape, 1.0, tl.float64)
+    b = ax
+    for _ in range(3):
+        p = tl.where((e & 1) != 0, p * b, p)
+        b = b * b
+        e = e >> 1
+    r = tl.where(small_int, p, tl.exp2(yd * tl.log2(ax)))
     r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
     ay = tl.abs(y)
     y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
@@ -295,6 +336,35 @@ def remainder_{S}(a, b):
 """
 
 
+def _fma(dtype):
+    # a * b + c rounded once, as a GPU's fma.rn and eager CUDA's a * b + c (contracted by nvcc) round it:
+    # lerp's end - (end - self) * 2.5 is -2.55e38 at self = 0, end = 1.7e38, where two roundings give -inf.
+    # On a GPU this is tl.fma (_GPU_BODIES). Triton's interpreter computes tl.fma as a * b + c before 3.9,
+    # so fp32 goes through fp64: the product is exact there, and the sum is rounded to odd (its last bit
+    # set where TwoSum says it is inexact; NaN error where the sum is inf or NaN: left as is), so
+    # narrowing to fp32 rounds once more without a double-rounding error. fp64 has no wider type: tl.fma,
+    # exact from Triton 3.9 (before, rounded twice, which overflows only beyond 1.8e308).
+    if dtype == torch.float64:
+        return """
+@triton.jit
+def fma_{S}(a, b, c):
+    return tl.fma(a, b, c)
+"""
+    return """
+@triton.jit
+def fma_{S}(a, b, c):
+    p = a.to(tl.float64) * b.to(tl.float64)
+    cd = c.to(tl.float64)
+    s = p + cd
+    t = s - p
+    err = (p - (s - t)) + (cd - t)
+    bits = s.to(tl.int64, bitcast=True)
+    inexact = (err != 0) & (err == err) & ((bits & 1) == 0)
+    bits = tl.where(inexact, tl.where((err > 0) == (s > 0), bits + 1, bits - 1), bits)
+    return bits.to(tl.float64, bitcast=True).to(tl.float32)
+"""
+
+
 # bf16 by bits: the interpreter converts f32 -> bf16 by truncation and flushes bf16 subnormals to
 # zero when widening, so the conversions are integer operations (exact on every backend).
 def _bf16_round(dtype):
@@ -339,6 +409,7 @@ HELPERS = {
     "asin": (_asin, ("atan",), _F),
     "hypot": (_hypot, (), _F),
     "pow": (_pow, ("signbit",), _F),
+    "fma": (_fma, (), _F),
     "ipow": (_ipow, (), _I),
     "floordiv_int": (_floordiv_int, (), _I),
     "remainder_int": (_remainder_int, (), _I),
@@ -409,17 +480,19 @@ _ROUNDED_HELPERS = {"floordiv"}
 
 # On a GPU, bf16 <-> fp32 are native conversions (cvt.rn.bf16x2.f32 rounds to nearest even and makes
 # NaN the positive quiet one, as c10 does); the interpreter truncates f32 -> bf16, so it gets the
-# same conversions by bits. The kernel body is the same in both; only these helpers differ.
-_GPU_BF16 = {
+# same conversions by bits. A GPU's fma is the fma.rn instruction; the interpreter's is exact by fp64
+# (_fma). The kernel body is the same in both; only these helpers differ (``{S}``: the dtype suffix).
+_GPU_BODIES = {
     "bf16_round": "@triton.jit\ndef bf16_round_f32(x):\n    return x.to(tl.bfloat16).to(tl.float32)",
     "bf16_widen": "@triton.jit\ndef bf16_widen_f32(x):\n    return x.to(tl.float32)",
     "bf16_narrow": "@triton.jit\ndef bf16_narrow_f32(x):\n    return x.to(tl.bfloat16)",
+    "fma": "@triton.jit\ndef fma_{S}(a, b, c):\n    return tl.fma(a, b, c)",
 }
 
 
 def helper_sources(body: str, interpreter: bool = True) -> list:
     """Source text of the helpers ``body`` calls and of those they call, each once, callees first
-    (for the Triton interpreter, or for a GPU: ``_GPU_BF16``)."""
+    (for the Triton interpreter, or for a GPU: ``_GPU_BODIES``)."""
     order, seen = [], set()
 
     def visit(name, dtype):
@@ -428,8 +501,8 @@ def helper_sources(body: str, interpreter: bool = True) -> list:
         seen.add((name, dtype))
         template, calls, _ = HELPERS[name]
         text = template(dtype).replace("{S}", _SUFFIX[dtype]).replace("{F}", TL[dtype]).strip()
-        if not interpreter and name in _GPU_BF16:
-            text = _GPU_BF16[name]
+        if not interpreter and name in _GPU_BODIES:
+            text = _GPU_BODIES[name].replace("{S}", _SUFFIX[dtype])
         for callee in calls:  # those this dtype's text calls (f32 tanh does without expm1)
             if re.search(rf"\b{helper_name(callee, dtype)}\(", text):
                 visit(callee, dtype)

@@ -144,13 +144,22 @@ def _clamp(o):
 
 
 def _lerp(o):
-    # eager (ATen/native/Lerp.h): the form exact at the end nearer the weight, each a fused multiply-add
-    # (so end - (end - self) * 2.5 does not overflow at 1.7e38, and is NaN at end = inf)
-    weight = float(o.arg("weight"))
+    # eager CUDA (ATen/native/Lerp.h, cuda/Lerp.cu): the weight in the compute type (fp32 for f16/bf16),
+    # and the form exact at the end nearer the weight, which nvcc contracts into one fused multiply-add
+    # (so end - (end - self) * 2.5 does not overflow at 1.7e38, and is NaN at end = inf). The fma helper
+    # rounds once on every path (a GPU's fma.rn; Triton's interpreter before 3.9 rounds tl.fma twice).
+    # end - diff * (1 - w) is fma(diff, w - 1, end), the same product: Triton before 3.9 computes a
+    # float's -x as 0 - x, so -diff would be +0 where diff is +0, and lerp(-0., -0., 2.) -0. (eager: +0.).
+    weight = torch.tensor(float(o.arg("weight")), dtype=torch.float64 if o.dtype == torch.float64 else torch.float32)
     diff = o.name(f"{o.end} - {o.self}")
-    if abs(weight) < 0.5:
-        return f"tl.fma({o.const(weight)}, {diff}, {o.self})"
-    return f"tl.fma(-{diff}, {o.const(1.0 - weight)}, {o.end})"
+    if weight.abs() < 0.5:
+        return _f(o, "fma", _filled(o, weight.item()), diff, o.self)
+    return _f(o, "fma", diff, _filled(o, (weight - 1).item()), o.end)
+
+
+def _filled(o, value):
+    """A block of the constant ``value`` (helpers take blocks)."""
+    return o.name(f"tl.full({o.block_shape}, {o.const(value)}, {o.triton_type})")
 
 
 def _sign(o):

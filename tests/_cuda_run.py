@@ -1,0 +1,151 @@
+"""The pointwise table and golden tests on a CUDA device, in a process of their own.
+
+A process that ran a CPU kernel is in interpreter mode for good (``_runtime`` sets
+``TRITON_INTERPRET``, and every kernel made after that is interpreted, whatever its device), so
+tests/test_pointwise_table.py and tests/test_pointwise_golden.py run their CUDA cases through
+``run()``: a subprocess ``python -m tests._cuda_run OUT.json table|golden NAME [NAME ...]`` with
+``TRITON_INTERPRET`` removed from its environment. Each named table row (its whole special-value
+grid, ``judge_row``) or golden graph (``judge_golden``) gives one record in OUT.json:
+``{"name", "device", "cases", "modes", "failures"}``, where ``modes`` are the kernels' modes (a GPU
+run must show only ``compiled``). The CPU cases call the same judges in the test process. Exit 2
+with one line where it cannot run: an unknown name, ``TRITON_INTERPRET`` set, no CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from conformance import check
+from conformance.oracle import compare_outputs
+from reference_lowering.pointwise import _runtime, lower_pointwise
+from tests.graphs import build
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUITES = ("table", "golden")
+
+
+def judge_row(row, device: str) -> dict:
+    """The record of one catalog row: every case of its special-value grid (tests/test_pointwise_table.py)
+    with its tensors on ``device``, lowered and judged by ``check()`` against eager on that device."""
+    from tests.test_pointwise_table import SPECIALS, _cases, _eager_ok, _graph
+
+    modes, failures, cases = set(), [], 0
+
+    def lower(gm, sample_inputs):
+        lowered = lower_pointwise(gm, sample_inputs)
+        modes.update(k.mode for k in lowered.meta["pointwise_kernels"])
+        return lowered
+
+    for dtype in sorted(row.dtypes, key=str):
+        for args, kwargs in _cases(row, dtype):
+            args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+            if not _eager_ok(row, args, kwargs):  # eager on this device refuses it (or its result is undefined)
+                continue
+            gm, inputs = _graph(row, args, kwargs)
+            # device= keeps the inputs where they are: check() moves them to its device, "cpu" by default
+            verdict = check(lower, gm, inputs, properties=["validity", "values"], ensure=["pointwise-kernels-only"],
+                            specials=SPECIALS, device=device)
+            cases += 1
+            if not verdict.ok:
+                failures.append(f"{row.name} dtype={dtype} args={args} kwargs={kwargs}:\n" +
+                                "\n".join(v.message for v in verdict.violations))
+    return {"name": row.name, "device": device, "cases": cases, "modes": sorted(modes), "failures": failures}
+
+
+def judge_golden(name: str, device: str) -> dict:
+    """The record of one golden graph (tests/test_pointwise_golden.py) lowered for ``device`` and run there
+    against eager on that device."""
+    from tests.test_pointwise_golden import GOLDEN
+
+    body, make_inputs, dynamic = GOLDEN[name]
+    inputs = tuple(t.to(device) for t in make_inputs())
+    gm = build(len(inputs), body)
+    lowered = lower_pointwise(gm, inputs, dynamic=dynamic)
+    message = compare_outputs(gm, inputs, lowered(*inputs), f"{name} output")
+    return {"name": name, "device": device, "cases": 1, "modes": sorted({k.mode for k in lowered.meta["pointwise_kernels"]}),
+            "failures": [message] if message else []}
+
+
+def failure_report(record: dict, shown: int = 3) -> str:
+    """An assertion message for a record with failures: how many, and the first ``shown`` in full."""
+    failures = record["failures"]
+    more = f"\n... and {len(failures) - shown} more" if len(failures) > shown else ""
+    return (f"{record['name']} on {record['device']}: {len(failures)} of {record['cases']} cases fail\n" +
+            "\n".join(failures[:shown]) + more)
+
+
+def spawn(out, suite: str, names, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m tests._cuda_run out suite names...`` in a subprocess without ``TRITON_INTERPRET``
+    (``env``: variables to set there besides)."""
+    child = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    child.update(PYTHONPATH=ROOT + os.pathsep + child.get("PYTHONPATH", ""), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "tests._cuda_run", str(out), suite, *names], cwd=ROOT, env=child,
+                          capture_output=True, text=True)
+
+
+def run(suite: str, names, tmp_path) -> list:
+    """The records of ``names`` (table rows or golden graphs, by ``suite``) run on CUDA in a process of
+    their own; fails with the child's stderr where it could not run."""
+    out = tmp_path / f"cuda-{suite}.json"
+    proc = spawn(out, suite, names)
+    assert proc.returncode == 0, f"python -m tests._cuda_run exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return json.loads(out.read_text())["records"]
+
+
+@functools.lru_cache(maxsize=None)
+def batch(suite: str) -> dict:
+    """Every table row (or golden graph) of ``suite`` run on CUDA in one process of its own, once per
+    test process, by name: a child per row would pay CUDA's and Triton's start-up 87 times."""
+    out = pathlib.Path(tempfile.mkdtemp(prefix="fx-cuda-"))
+    return {r["name"]: r for r in run(suite, sorted(_items(suite)), out)}
+
+
+def _items(suite: str) -> dict:
+    if suite == "table":
+        from tests.test_pointwise_table import POINTWISE
+
+        return {row.name: row for row in POINTWISE}
+    from tests.test_pointwise_golden import GOLDEN
+
+    return {name: name for name in GOLDEN}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests._cuda_run", description="the pointwise table or golden "
+                                "tests on CUDA, kernels compiled by Triton; a JSON record per name in OUT")
+    p.add_argument("out")
+    p.add_argument("suite", choices=SUITES)
+    p.add_argument("names", nargs="+", help="table rows (aten.add.Tensor) or golden graphs (chain8)")
+    args = p.parse_args(argv)
+    items = _items(args.suite)
+    unknown = [n for n in args.names if n not in items]
+    if unknown:
+        print(f"names={','.join(unknown)}, but should be {args.suite} names ({len(items)}, such as "
+              f"{', '.join(sorted(items)[:2])}): see tests/test_pointwise_{args.suite}.py", file=sys.stderr)
+        return 2
+    if _runtime.interpreting():
+        print("TRITON_INTERPRET=1 is set: kernels would be interpreted, not compiled for the GPU; run without it",
+              file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("needs a CUDA device: torch.cuda.is_available() is False here", file=sys.stderr)
+        return 2
+    judge = judge_row if args.suite == "table" else judge_golden
+    records = [judge(items[n], "cuda") for n in args.names]
+    with open(args.out, "w") as f:
+        json.dump({"pid": os.getpid(), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "records": records}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
