@@ -9,7 +9,7 @@ Layers: ``adapters`` (any pass form -> one callable), ``invariants`` (graph vali
 over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit, Markdown).
 """
 
-from ._errors import HarnessError, UsageError
+from ._errors import HarnessError, OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, PROPERTIES, Verdict, VerifyResult, Violation
 from .search import verify
 from .adapters import SIGNATURES, PassUnderTest, fake_mode_of, load_pass
@@ -26,6 +26,7 @@ __all__ = [
     "SIGNATURES",
     "TOLERANCES",
     "HarnessError",
+    "OriginalFailed",
     "PassUnderTest",
     "UsageError",
     "Verdict",

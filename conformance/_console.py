@@ -101,6 +101,9 @@ class ConsoleReporter:
             d, p = result.dynamic, result.dynamic["proofs"]
             self._line(f"dynamic: {d['sizes_run']} runs at other sizes; z3 {p['proved']} proved, {p['refuted']} "
                        f"refuted, {p['unknown']} unknown ({d['prove_ms']:.0f} ms)")
+        if result.unrunnable:
+            self._line(f"{result.unrunnable} drawn graphs did not run as given on {result.options.get('device', 'cpu')} "
+                       f"(not the pass's doing: each was replaced by another draw)")
         if result.vacuous:
             self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")

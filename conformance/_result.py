@@ -102,6 +102,7 @@ class VerifyResult:
     focus: dict = field(default_factory=dict)  # what trigger discovery found and how the search used it
     known: list = field(default_factory=list)  # violations verify(known=) accepted: one per distinct first line
     dynamic: dict | None = None  # dynamic=True: graphs, sizes run, prover verdicts and prove_ms, over the search
+    unrunnable: int = 0  # drawn graphs that did not run as given on the device (no verdict: another was drawn)
 
     @property
     def ok(self) -> bool:

@@ -187,7 +187,8 @@ def _add_verify(sub) -> None:
     v.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     v.add_argument("--timeout", type=_positive_float, default=10.0, help="seconds per example (default 10)")
     v.add_argument("--isolate", action="store_true",
-                   help="run every example in a forked process (survives segfaults; automatic after a crash)")
+                   help="run every example in another process (survives segfaults; automatic after a crash on "
+                        "the CPU): a forked child, or on CUDA a worker process, which imports the pass by its path")
     v.add_argument("--json", default=None, metavar="PATH", help="JSON report, rewritten as examples finish")
     v.add_argument("--junit", default=None, metavar="PATH", help="JUnit XML report")
     v.add_argument("--markdown", default=None, metavar="PATH", help="Markdown summary")

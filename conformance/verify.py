@@ -39,7 +39,7 @@ from torch.utils import _pytree as pytree
 
 from strategies import attach_meta
 
-from ._errors import UsageError
+from ._errors import OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
 from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, graph_run, load_pass,
                        snapshot, to_device)
@@ -147,7 +147,12 @@ class _Run:
     def go(self) -> None:
         exp_in = clone_inputs(self.inputs)
         original = _pristine(self.gm)
-        exp_out, exp_grad = _call(original, exp_in)
+        try:
+            exp_out, exp_grad = _call(original, exp_in)
+        except Exception as exc:  # noqa: BLE001 - the graph itself, not the pass: never the pass's verdict
+            device = next((t.device for t in self.inputs if isinstance(t, torch.Tensor)), "cpu")
+            raise OriginalFailed(f"the original graph does not run on {device}: {type(exc).__name__}: "
+                                 f"{_first_line(str(exc))}") from exc
         self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
         self.exp_constants = tensor_constants(original)  # after its one run
         given = self.dyn.for_pass() if self.dyn else self.gm  # over symbols of its own (dynamic.py)

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 
 from conformance.cli import main
 
@@ -255,7 +256,8 @@ def test_pytest_plugin_with_xdist_mutating_graphs_and_a_contract(passes, tmp_pat
                     profile="smoke")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "5 passed" in ok.stdout and "created: 2/2 workers" in ok.stdout
-    assert re.search(r"fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile smoke, device cpu", ok.stdout)
+    device = r"cuda \(.+\)" if torch.cuda.is_available() else r"cpu \(no CUDA device\)"
+    assert re.search(rf"fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile smoke, device {device}", ok.stdout)
     assert "on mutating graphs, contracts: no-input-as-output" in ok.stdout
     bad = pytest_run(f"{passes}:reinplace_neg", "functional", "functional", profile="find")
     assert bad.returncode == 1, bad.stdout[-3000:]

@@ -77,11 +77,12 @@ def _exit_on_two_ops(gm):
 
 
 @pytest.mark.parametrize("fn, how", [(_segfault_on_mul, "SIGSEGV"), (_exit_on_two_ops, "exit code=3")])
-@pytest.mark.parametrize("isolate", [True, False])
-def test_interpreter_killers_are_reported(fn, how, isolate, tmp_path):
+@pytest.mark.parametrize("isolate, start_method", [(True, None), (False, None), (True, "forkserver")])
+def test_interpreter_killers_are_reported(fn, how, isolate, start_method, tmp_path):
     """Under --isolate each example runs in a child; without it the crash kills the search process,
-    and verify() runs again isolated by itself. Either way: a violation, not a harness crash."""
-    result = verify(fn, seed=0, isolate=isolate, max_examples=40, repro_dir=str(tmp_path))
+    and verify() runs again isolated by itself. Either way: a violation, not a harness crash.
+    start_method: the worker process examples go to on CUDA (not forked), here on the CPU."""
+    result = verify(fn, seed=0, isolate=isolate, max_examples=40, repro_dir=str(tmp_path), _start_method=start_method)
     assert result.isolated
     assert [v.property for v in result.violations] == ["execution"]
     assert how in result.violations[0].message

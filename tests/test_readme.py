@@ -43,7 +43,8 @@ def test_readme_registry_workflow_prints_what_the_readme_shows(capsys):
 def test_readme_verify_transcript_is_what_the_command_prints(tmp_path):
     """The README's "verify a pass" block is real output: rerun its command on its pass file and
     compare line by line (only the wall time may differ). If the strategies or messages change
-    on purpose, regenerate the block from this command's output."""
+    on purpose, regenerate the block from this command's output. The command says --device cpu:
+    the transcript is of CPU draws (a CUDA machine draws other graphs), on torch 2.11-2.13."""
     text = (ROOT / "README.md").read_text()
     source = re.search(r"```py\n(# my_passes\.py.*?)```", text, re.S).group(1)
     command, shown = re.search(r"```text\n\$ (fx-conformance verify [^\n]*)\n(.*?)```", text, re.S).groups()

@@ -9,11 +9,13 @@ import pytest
 import torch
 import torch.fx as fx
 
-from conformance import UsageError, verify
+from conformance import OriginalFailed, UsageError, verify
 from conformance.adapters import load_pass
 from conformance.search import triggers
 from conformance.search.focus import resolve_focus
+from conformance.verify import Checker
 from conformance.search.triggers import discover, static_triggers
+from strategies import graphs
 
 aten = torch.ops.aten
 SCALE = 0.125
@@ -346,3 +348,48 @@ def test_a_focus_that_makes_the_pass_act_less_keeps_a_quarter_of_the_graphs(tmp_
     assert f"plain graphs made the pass act more often: {plain} of {n}" in focus_line({"mode": "auto", **cse.to_dict()})
     fold = discover(load_pass(log_of_exp), mutations=False)
     assert fold.payoff[1] > fold.payoff[0] and fold.share == 0.75 and not fold.to_dict()["weak"]
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_a_graph_that_does_not_run_as_given_is_drawn_again_never_the_passs_verdict(monkeypatch, isolate):
+    """A drawn graph whose original run fails at check time (on a GPU: a device fault, a kernel
+    that fails now and then) is no verdict on the pass: the search draws another and counts it."""
+    import importlib
+
+    module = importlib.import_module("conformance.verify")
+    real_pristine, real_call = module._pristine, module._call
+    originals = set()
+
+    def pristine(gm):
+        out = real_pristine(gm)
+        originals.add(id(out))
+        return out
+
+    def call(gm, inputs):  # the originals of even size fail (the same in a forked child)
+        if id(gm) in originals and len(gm.graph.nodes) % 2 == 0:
+            raise RuntimeError("CUDA error: invalid argument")
+        return real_call(gm, inputs)
+
+    monkeypatch.setattr(module, "_pristine", pristine)
+    monkeypatch.setattr(module, "_call", call)
+    result = verify(lambda gm: gm, seed=0, max_examples=30, focus="none", repro_dir=None, device="cpu",
+                    isolate=isolate, shrink=False)
+    assert result.ok and result.examples == 30, result.violations
+    assert result.unrunnable >= 3
+    with pytest.raises(OriginalFailed, match="does not run on cpu: RuntimeError: CUDA error"):
+        g = next(c for c in _some_cases() if len(c.gm.graph.nodes) % 2 == 0)
+        Checker(load_pass(lambda gm: gm)).check(g.gm, g.example_inputs)  # check() says UsageError: a user's graph
+
+
+def _some_cases():
+    from hypothesis import HealthCheck, given, settings
+
+    out = []
+
+    @settings(max_examples=30, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs(max_nodes=6))
+    def draw(case):
+        out.append(case)
+
+    draw()
+    return out

@@ -5,7 +5,9 @@
   whose small graphs it changes), cached per pass and catalog;
 - ``focus.py``: turning ``focus=`` and ``seed_graphs=`` into the generator's ``strategies.Focus``;
 - ``fire.py``: fire accounting (how many graphs the pass changed; a vacuous verdict);
-- ``isolate.py`` / ``workers.py``: examples in forked children, and parallel searches.
+- ``isolate.py`` / ``workers.py``: examples in forked children, and parallel searches;
+- ``_spawn.py`` / ``_wire.py``: where this process may not fork (CUDA), examples in a worker process
+  started by a fork server or spawned, and how a case and the pass travel to it.
 """
 
 from .driver import verify

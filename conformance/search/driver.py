@@ -16,13 +16,13 @@ import re
 import time
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed as hseed, settings
 
 from strategies import SIZES, Focus, InvalidArgument, check_ir, graphs
 
 
 from .. import report as _report
-from .._errors import HarnessError, UsageError
+from .._errors import HarnessError, OriginalFailed, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
 from ..adapters import load_pass, reference_of
 from ..dynamic import DYNAMIC
@@ -31,7 +31,8 @@ from ..repro import write_repro
 from ..verify import Checker, can_time_out
 from .fire import Run, generated_examples, steer, tally
 from .focus import resolve_focus, resolve_seed_graphs
-from .isolate import ChildDied, can_isolate, run_forked
+from ._spawn import Worker
+from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
 from .workers import run_drivers
 
 GRAPH_KINDS = ("functional", "mutating")
@@ -81,6 +82,7 @@ class _Found:
         self.runs = []  # one fire.Run per graph the pass ran on; shrinking runs are cut by settle()
         self.shrink_runs = 0
         self.timeouts = 0
+        self.unrunnable = []  # why drawn graphs did not run as given (OriginalFailed): rejected, never verdicts
         self.interrupted = False
         self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
         self.dynamic = {}  # dynamic=True: sizes run, prover verdicts and their time, summed (add_dynamic)
@@ -146,7 +148,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, known=None,
-           reporter=None) -> VerifyResult:
+           reporter=None, _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -165,8 +167,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             original did (the pass establishes them: a repair pass, functionalization).
         preserve: contract names judged against the original: only violations the pass introduced
             count, and a graph it did not change is never reported. properties: names or "a,b".
-        timeout: seconds per example; isolate: run each example in a forked process (survives
-            segfaults and os._exit); workers: independent searches in parallel processes.
+        timeout: seconds per example; isolate: run each example in another process (survives
+            segfaults and os._exit): a forked child on the CPU, a worker process started without
+            fork on CUDA (the pass must then be importable: an import path or a module-level
+            object); workers: independent searches in parallel processes.
         json, junit, markdown: report paths (JSON is rewritten as examples finish).
         repro_dir: where minimal counterexamples are written as scripts (None: not written).
         shrink: shrink each counterexample to a minimal graph (False: report it as first found,
@@ -210,10 +214,25 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     reporter = reporter or NullReporter()
     if isolate and not can_isolate():
         raise UsageError("--isolate needs os.fork (Linux)")
-    if isolate and opts["device"] == "cuda":
-        raise UsageError("--isolate forks a process per example, which CUDA does not survive; use --device cpu")
+    asked = isolate
     if not isolate and timeout and not can_time_out():
         isolate = can_isolate()  # SIGALRM only works in the main thread: enforce the timeout by a child
+    if not isolate and opts["device"] == "cuda" and can_isolate():
+        # On CUDA the search runs in this process (no forked driver to die in its place): examples go
+        # to a worker, so a bad kernel, a device-side assert or a SIGFPE ends an example, not the run.
+        isolate = True
+    worker = None
+    # A process that initialised CUDA (or whose examples run on CUDA) must not fork: examples go to
+    # a worker started without fork (_spawn.py). _start_method forces one ("forkserver", "spawn").
+    if isolate and (_start_method is not None or opts["device"] != "cpu" or not fork_is_safe()):
+        try:
+            worker = Worker(put, checker, method=_start_method or "forkserver")
+        except UsageError as exc:
+            if asked:  # a pass that cannot reach a worker: one line saying what to do
+                raise
+            isolate = False  # isolation was not asked for: the pass runs here
+            if opts["device"] == "cuda":
+                reporter.note(f"examples run in this process, so a crash on CUDA ends the run ({exc})")
     seed = random.getrandbits(32) if seed is None else int(seed)
     seeds = resolve_seed_graphs(seed_graphs)
     if opts["ir"] == "torch" or dynamic:  # focus and seeds are ATen ops and programs drawn statically
@@ -221,7 +240,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             raise UsageError("focus ops and seed graphs shape static ATen graphs; ir=torch draws nn.Modules and "
                              "dynamic=True symbolic programs (use focus none)")
         focus = "none"
-    focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
+    with probing_in(worker):  # discovery probes in the worker where this process may not fork
+        focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
     if seeds:
         focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
         focus_info["seeds"] = [repr(s) for s in seeds]
@@ -232,12 +252,14 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     t0 = time.monotonic()
     stream = _Stream(result, json)
     run = functools.partial(_run, checker, put, opts, focus_obj, seed, max_examples, workers, repro_dir, reporter,
-                            stream, known=known)
+                            stream, known=known, worker=worker)
     found, crashed = run(isolate)
     if crashed and not isolate:
         reporter.note(f"the pass crashed the interpreter ({crashed}); running again with every example isolated")
         result.isolated = True
         found, crashed = run(True)
+    if worker is not None:
+        worker.close()
     if crashed:
         raise HarnessError(f"a search process died ({crashed}) although examples were isolated")
     result.interrupted = found.interrupted
@@ -255,19 +277,23 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     return result
 
 
-def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate, known=None):
+def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate, known=None,
+         worker=None):
     """One search (or ``workers`` merged searches): ``(found, crash description or None)``."""
 
     def search(i, budget, make_events):
         found = _Found()
         try:
-            _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found, known)
+            _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found, known, worker)
         except KeyboardInterrupt:
             found.interrupted = True
         _write_repros(found, put, opts, repro_dir)
         return found
 
-    if not can_isolate() or opts["device"] != "cpu":  # no fork (or CUDA, which does not survive one)
+    # No forked driver where fork is unsafe (CUDA initialised) or the examples run on CUDA: the search
+    # runs here, so a pass that kills the interpreter ends the run unless examples are isolated in a
+    # worker (``worker``). A spawned driver would need the whole search (strategy, focus, events) to travel.
+    if worker is not None or not fork_is_safe() or opts["device"] != "cpu":
         return search(0, max_examples, lambda f: _Events(f, reporter, stream)), None
     total = _Found()
 
@@ -290,6 +316,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
     for f in founds:
         merged.runs += f.runs
         merged.shrink_runs += f.shrink_runs
+        merged.unrunnable += f.unrunnable
         merged.add_known(list(f.known.values()))
         if f.dynamic:
             merged.add_dynamic(f.dynamic)
@@ -302,6 +329,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
 def _fill(result: VerifyResult, found: _Found) -> None:
     result.examples, result.shrink_runs = found.examples, found.shrink_runs
     result.known = list(found.known.values())
+    result.unrunnable = len(found.unrunnable)
     result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
 
@@ -389,6 +417,10 @@ class _Stream:
             self.last = time.monotonic()
 
 
+# How an isolated check reports that the original graph did not run (verify.OriginalFailed).
+_ORIGINAL_FAILED = "the isolated check failed: OriginalFailed:"
+
+
 def resolve_device(device: str) -> str:
     """``auto`` (CUDA where this machine has it, else the CPU), ``cpu`` or ``cuda``; UsageError else."""
     if device == "auto":
@@ -400,7 +432,8 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None):
+def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None,
+            worker=None):
     if opts["dynamic"]:
         strategy = graphs(dynamic=True)
     else:
@@ -415,8 +448,12 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             return checker.check(case.gm, case.example_inputs, case.symbolic)
         grace = None if checker.timeout is None else checker.timeout + 5.0
         try:
+            if worker is not None:
+                return worker.check(case.gm, case.example_inputs, case.symbolic, grace)
             return run_forked(lambda: checker.check(case.gm, case.example_inputs, case.symbolic), grace)
         except ChildDied as exc:
+            if exc.raised and exc.reason.startswith(_ORIGINAL_FAILED):
+                raise OriginalFailed(exc.reason.removeprefix(_ORIGINAL_FAILED).strip()) from None
             return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
                            graph_after="")
 
@@ -427,7 +464,11 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
     @hseed(seed_value)
     @given(strategy)
     def search(case):
-        verdict = run_one(case)
+        try:
+            verdict = run_one(case)
+        except OriginalFailed as exc:  # the graph, not the pass: another graph is drawn
+            found.unrunnable.append(str(exc))
+            reject()
         timed_out = any(v.property == EXECUTION and "time=" in v.message for v in verdict.violations)
         executed = not any(v.property == EXECUTION for v in verdict.violations)
         found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else ()))

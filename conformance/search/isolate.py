@@ -4,10 +4,17 @@ in C code takes down the child, never the harness.
 Forking (not spawning) means the child already has the pass object, the graph and the inputs:
 nothing is pickled on the way in, lambdas and closures work, and a child costs a few ms instead
 of a fresh interpreter's torch import. Only the (plain-data) result is pickled back.
+
+A process that has initialised CUDA cannot fork a child that uses torch (the child gets a copy of
+a CUDA context it cannot use), so where ``fork_is_safe()`` is False, or the examples run on CUDA,
+examples go to a persistent worker process started without fork (``_spawn.py``); a worker that
+dies ends its example with the same ``ChildDied`` reasons as a forked child.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import faulthandler
 import os
 import pickle
@@ -15,6 +22,8 @@ import select
 import signal
 import sys
 import time
+
+import torch
 
 from .._errors import UsageError
 
@@ -30,6 +39,51 @@ class ChildDied(Exception):
 
 def can_isolate() -> bool:
     return hasattr(os, "fork")
+
+
+def fork_is_safe() -> bool:
+    """Whether a forked child of this process may run torch: fork exists and CUDA is not initialised
+    here (a child forked after that cannot use CUDA, and may not run at all)."""
+    return can_isolate() and not torch.cuda.is_initialized()
+
+
+_WORKER = contextvars.ContextVar("fx_conformance_worker", default=None)
+
+
+def current_worker():
+    """The spawned worker this search isolates examples in (``_spawn.Worker``), or None: trigger
+    discovery probes the pass in it where this process may not fork."""
+    return _WORKER.get()
+
+
+@contextlib.contextmanager
+def probing_in(worker):
+    """``worker`` is the ``current_worker()`` inside the block (None: no worker)."""
+    token = _WORKER.set(worker)
+    try:
+        yield
+    finally:
+        _WORKER.reset(token)
+
+
+def death_reason(exit_code: int) -> str:
+    """How a process that returned no result ended, as ``ChildDied`` says it; ``exit_code`` as
+    ``multiprocessing`` gives it (a negative number: killed by that signal)."""
+    if exit_code < 0:
+        sig = -exit_code
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return (f"process killed by {name} (signal {sig}), but the pass should return a graph "
+                f"(it crashed the interpreter)")
+    return (f"process exit code={exit_code} before the pass returned, but the pass should "
+            f"return a graph (os._exit or a crash in native code)")
+
+
+def timeout_reason(timeout: float) -> str:
+    return (f"time={timeout:g} s elapsed, but the pass should finish within the timeout "
+            f"(killed the isolated process)")
 
 
 def in_forked_child() -> None:
@@ -87,21 +141,11 @@ def run_forked(fn, timeout: float | None):
             chunks.append(chunk)
     _, status = os.waitpid(pid, 0)
     if timed_out:
-        raise ChildDied(f"time={timeout:g} s elapsed, but the pass should finish within the timeout "
-                        f"(killed the isolated process)", timed_out=True)
+        raise ChildDied(timeout_reason(timeout), timed_out=True)
     data = b"".join(chunks)
     if data:
         kind, value = pickle.loads(data)
         if kind == "ok":
             return value
         raise ChildDied(f"the isolated check failed: {value}", raised=True)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        raise ChildDied(f"process killed by {name} (signal {sig}), but the pass should return a graph "
-                        f"(it crashed the interpreter)")
-    raise ChildDied(f"process exit code={os.WEXITSTATUS(status)} before the pass returned, but the pass should "
-                    f"return a graph (os._exit or a crash in native code)")
+    raise ChildDied(death_reason(os.waitstatus_to_exitcode(status)))

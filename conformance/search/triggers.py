@@ -44,7 +44,7 @@ from .._errors import HarnessError
 from ..adapters import clone_inputs, graph_run
 from ..changes import what_changed
 from ..verify import ExampleTimeout, deadline
-from .isolate import ChildDied, can_isolate, run_forked
+from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
 
 _MAX_CODE_OBJECTS = 3000
 _MAX_CONSTANTS = 12
@@ -345,20 +345,29 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     t0 = time.monotonic()
     walker = static_triggers(put.fn)
     found, cut = dict(walker.ops), False
-    cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
-    plain_cases(mutations)
-    run = functools.partial(_probe, put, cases, dict(found), tuple(walker.constants), mutations, timeout)
     payoff: tuple = ()
-    if can_isolate():  # a pass that kills the interpreter on some op must not kill the run
+    limit = None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout
+    # A pass that kills the interpreter on some op must not kill the run: the probes run in a forked
+    # child, or where this process may not fork (CUDA initialised) in the search's spawned worker,
+    # which draws the same probe graphs itself. Without either (CUDA, no --isolate, so the search
+    # runs in this process too) they run here: a crash would end the search as surely.
+    worker = None if fork_is_safe() else current_worker()
+    args = (dict(found), tuple(walker.constants), mutations, timeout)
+    if fork_is_safe() or worker is not None:
         try:
-            found, cut, payoff = run_forked(run, None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout)
+            if worker is None:
+                cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
+                plain_cases(mutations)
+                found, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
+            else:
+                found, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
         except ChildDied as exc:
             if exc.raised:  # _probe catches what the pass raises: this is discovery's own failure
                 raise HarnessError(f"trigger discovery failed: {exc.reason}") from None
             # else the pass crashed the interpreter on a probe: the search finds that crash itself
     else:
         try:
-            found, cut, payoff = run()
+            found, cut, payoff = _probe(put, probe_cases(mutations), *args)
         except Exception as exc:  # noqa: BLE001 - _probe catches what the pass raises, as above
             raise HarnessError(f"trigger discovery failed: {type(exc).__name__}: {exc}") from exc
     weak = bool(payoff) and _plain_did_better(*payoff[:2])
@@ -372,6 +381,13 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
 def _plain_did_better(plain: int, focused: int) -> bool:
     """Clearly better (not by a graph or two of noise), or the focus never made the pass act."""
     return plain >= 2 * focused + 3 or (focused == 0 and plain > 0)
+
+
+def _probe_drawn(put, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:
+    """``_probe`` on probe graphs drawn in this process (a spawned worker's: the same graphs, as a
+    seed draws the same graphs whatever the process imported)."""
+    plain_cases(mutations)  # before _probe's time budget starts, as in a forked prober
+    return _probe(put, probe_cases(mutations), found, constants, mutations, timeout)
 
 
 def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:

@@ -5,6 +5,11 @@ a driver, never the caller, and the run can be repeated with per-example isolati
 A driver streams length-prefixed pickled frames: ``("example", ok, new_violations)`` as each
 example finishes and ``("done", found)`` at the end, where ``found`` holds plain data only (the
 driver writes its repro scripts itself; graphs do not cross the pipe).
+
+Drivers are forked, so they exist only where ``isolate.fork_is_safe()`` (CUDA not initialised in
+this process): where it is not, or the examples run on CUDA, ``verify()`` runs the search in its
+own process and isolates examples, when asked, in a spawned worker (``_spawn.py``). Spawning the
+drivers instead would mean sending the whole search (strategy, focus, reporter) to them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import signal
 import struct
 import sys
 
-from .isolate import in_forked_child
+from .._errors import HarnessError
+from .isolate import fork_is_safe, in_forked_child
 
 _HEADER = struct.Struct("!I")
 
@@ -68,6 +74,9 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
     Returns ``(founds, crashed, interrupted)``: the drivers' results, a description of the first
     driver that died (or None), and whether the run was interrupted (Ctrl-C).
     """
+    if not fork_is_safe():
+        raise HarnessError("run_drivers forks, but this process initialised CUDA (or cannot fork): run the "
+                           "search in this process (verify() does)")
     sys.stdout.flush()
     sys.stderr.flush()
     children = {}
