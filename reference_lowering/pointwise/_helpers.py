@@ -222,18 +222,7 @@ def pow_{{S}}(x, y):
         b = b * b
         e = e >> 1
     r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
-    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
-    ay = tl.abs(y)
-    y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
-    y_odd = y_int & ((y % {c(2.0)}) != 0)
-    neg = signbit_{{S}}(x)
-    r = tl.where(neg & y_odd, -r, r)
-    r = tl.where((x < 0) & (x > {c(float("-inf"))}) & (ay < {c(float("inf"))}) & ~y_int, {c(float("nan"))}, r)
-    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y > 0), {c(float("inf"))}, r)
-    r = tl.where((x == {c(float("-inf"))}) & ~y_odd & (y < 0), {c(0.0)}, r)
-    r = tl.where((ax == 1) & (ay == {c(float("inf"))}), {c(1.0)}, r)
-    return tl.where((y == 0) | (x == 1), {c(1.0)}, r)
-"""
+{_pow_specials(c)}"""
 
 
 def _pow_f32(c):
@@ -259,7 +248,13 @@ def pow_{{S}}(x, y):
         b = b * b
         e = e >> 1
     r = tl.where(small_int, p, tl.exp2(yd * tl.log2(ax)))
-    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
+{_pow_specials(c)}"""
+
+
+def _pow_specials(c) -> str:
+    """The end of both pow helpers: 0.5 by sqrt, rounding to the float type, then the sign and the
+    special cases of C99 F.9.4.4 (``r``: |x|^y in fp64, ``ax``: |x| in fp64, ``yd``: y in fp64)."""
+    return f"""    r = tl.where(yd == 0.5, tl.sqrt(ax), r).to({{F}})
     ay = tl.abs(y)
     y_int = (tl.floor(y) == y) & (ay != {c(float("inf"))})
     y_odd = y_int & ((y % {c(2.0)}) != 0)
