@@ -188,14 +188,10 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.native_group_norm.default, NORM, (GROUP_NORM,), FLOAT),
     # ---- attention as traced graphs carry it: the composite and the math overload anywhere; the
     # overloads the composite dispatches to per device, each drawn only where the dispatcher has a
-    # kernel for it (strategies/_device.py): the CPU flash one on the CPU, the efficient, flash and
-    # cuDNN ones on CUDA, at the dtypes the device's probe finds (flash: half precision only) -------
+    # kernel for it (strategies/_device.py): the CPU flash one here, CUDA's at the end of the table ----
     OpSpec(aten.scaled_dot_product_attention.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_flash_attention_for_cpu.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_attention_math.default, ATTENTION, (SDPA,), FLOAT),
-    OpSpec(aten._scaled_dot_product_efficient_attention.default, ATTENTION, (SDPA,), FLOAT),
-    OpSpec(aten._scaled_dot_product_flash_attention.default, ATTENTION, (SDPA,), FLOAT),
-    OpSpec(aten._scaled_dot_product_cudnn_attention.default, ATTENTION, (SDPA,), FLOAT),
     # ---- indexing: indices inside their dims; writes that could collide go to unique positions ------
     OpSpec(aten.index.Tensor, INDEXING, (INDEX,), ANY),
     OpSpec(aten.index_put.default, INDEXING, (INDEX_PUT,), ANY),
@@ -256,6 +252,12 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.unsqueeze_.default, INPLACE, (T, DIM_INSERT), ANY, mutates_metadata=True),
     OpSpec(aten.squeeze_.dim, INPLACE, (T, SQUEEZABLE_DIM), ANY, mutates_metadata=True),
     OpSpec(aten.as_strided_.default, INPLACE, (T, STRIDED), ANY, mutates_metadata=True),
+    # ---- attention on CUDA: the efficient, flash and cuDNN overloads, at the dtypes the device's probe
+    # finds (flash: half precision only). Last, so the rows before keep their places: trigger
+    # discovery seeds each row's probe graphs by its index, and shrinking moves towards earlier rows.
+    OpSpec(aten._scaled_dot_product_efficient_attention.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_flash_attention.default, ATTENTION, (SDPA,), FLOAT),
+    OpSpec(aten._scaled_dot_product_cudnn_attention.default, ATTENTION, (SDPA,), FLOAT),
 )
 
 # How often to draw an op relative to the rest of its category (default 1). Real ATen graphs, and
