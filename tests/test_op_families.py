@@ -238,8 +238,10 @@ def test_op_family_twin_is_not_flagged_and_fires(name, seed):
 def test_the_cli_catches_the_addmm_that_ignores_alpha(tmp_path, capsys):
     from conformance.cli import main
 
+    # --no-shrink: shrinking this counterexample runs 1700 graphs (50 s on 2 cores); what the CLI
+    # does with a finding is tested with shrinking in test_cli_verify.py and test_readme.py
     code = main(["verify", "tests.passes.op_families:fuse_mm_add_ignoring_alpha", "--seed", "0",
-                 "--repro-dir", str(tmp_path), "--device", "cpu"])
+                 "--repro-dir", str(tmp_path), "--device", "cpu", "--no-shrink"])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "values violated by a minimal graph" in out and "aten.addmm.default" in out
+    assert "values violated by a graph (not shrunk" in out and "aten.addmm.default" in out
