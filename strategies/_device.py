@@ -428,16 +428,21 @@ def placed(target, kwargs: dict, device: torch.device) -> dict:
     """``kwargs`` of a call of ``target`` with ``device=`` where a traced graph has it: always on a
     factory (an op with a ``device`` argument and no tensor operand: ``zeros``, ``full``,
     ``arange``, ``empty``), and rewritten where given on any other op (``_to_copy``)."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
+    takes = _device_argument(target)
+    if takes is None:
         return kwargs
-    arguments = schema.arguments
-    if not any(a.name == "device" for a in arguments):
-        return kwargs
-    factory = not any("Tensor" in str(a.type) for a in arguments)
-    if factory or kwargs.get("device") is not None:
+    if takes == "factory" or kwargs.get("device") is not None:
         return {**kwargs, "device": device}
     return kwargs
+
+
+@functools.lru_cache(maxsize=None)
+def _device_argument(target) -> str | None:
+    """None (no ``device`` argument), ``"factory"`` (one, and no tensor operand) or ``"op"``."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not any(a.name == "device" for a in schema.arguments):
+        return None
+    return "op" if any("Tensor" in str(a.type) for a in schema.arguments) else "factory"
 
 
 def relocate(gm, device) -> None:

@@ -287,3 +287,26 @@ def test_a_call_that_kills_eager_is_never_run_while_drawing():
     v, m = b.add_input(x, Layout()), b.add_input(minus_one, Layout())
     with pytest.raises(StepRejected, match="SIGFPE"):
         b.call(None, aten.div.Tensor_mode, (v, m), {"rounding_mode": "trunc"})
+
+
+def test_an_integer_arange_never_has_a_fractional_step():
+    """arange(-4, -4.0, 0.5, dtype=int32) runs in eager (the step truncates to 0) but torch's fake
+    propagation refuses it ("step must be nonzero"): a graph no pipeline hands over (issue 31)."""
+    from hypothesis import HealthCheck, given, settings
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    steps = []
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs(ops=["aten.arange.start_step"], dtypes=st.sampled_from([torch.int32, torch.int64]), max_nodes=3,
+                  device="cpu"))
+    def draw(case):
+        for n in case.gm.graph.nodes:
+            if n.target is aten.arange.start_step:
+                steps.append((n.args[2], n.kwargs.get("dtype")))
+        FakeTensorProp(case.gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*case.example_inputs)
+
+    draw()
+    assert steps and not [s for s, dt in steps if s != int(s) and dt in (torch.int32, torch.int64)]
+    assert any(s == 0.5 for s, _ in steps)  # fractional steps are still drawn, for float results
