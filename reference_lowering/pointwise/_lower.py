@@ -21,6 +21,7 @@ import operator
 import sympy
 import torch
 import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .._errors import LoweringError
 from ._kernel import TensorInfo, generate, unsupported_reason
@@ -56,21 +57,34 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
                             f"{len(placeholders)} placeholders")
     at_use: dict = {}
     info = run_for_info(gm, example_inputs, at_use)
-    regions = _regions(gm, info, at_use)
+    regions = _regions(gm, info, at_use, dynamic)
     return _Rewriter(gm, info, at_use, regions, dynamic).run()
 
 
 # --- regions ------------------------------------------------------------------------------------
 
 
-def _lowerable(node: fx.Node, info: dict, at_use: dict) -> bool:
+def _lowerable(node: fx.Node, info: dict, at_use: dict, dynamic: bool = False) -> bool:
     if unsupported_reason(node) is not None or not isinstance(info.get(node), TensorInfo):
+        return False
+    # A dynamic kernel takes each symbolic dim's size as an argument, but a dim of size 1 is static (a
+    # broadcast). A dim whose size is a symbol that is 1 in the example (s // 2 at s = 2) would be
+    # baked as 1: the op stays an ATen call, right at every size.
+    if dynamic and any(_symbolic_one(a, info) for a in (node, *node.all_input_nodes)):
         return False
     # A size computed at run time (a SymInt node: ``x * x.size(0)`` in a dynamic graph) is no kernel
     # operand here: kernels take tensors, and their scalars as constants; the op stays an ATen call.
     if any(not isinstance(info.get(a), TensorInfo) for a in node.all_input_nodes):
         return False
     return all(at_use[(a, node)].device == info[node].device for a in node.all_input_nodes if (a, node) in at_use)
+
+
+def _symbolic_one(node: fx.Node, info: dict) -> bool:
+    """Whether a dim of ``node`` is 1 in the example but symbolic in its ``meta['val']``."""
+    val, t = node.meta.get("val"), info.get(node)
+    if not isinstance(val, torch.Tensor) or not isinstance(t, TensorInfo) or val.dim() != len(t.shape):
+        return False
+    return any(n == 1 and not is_concrete_int(s) for n, s in zip(t.shape, val.shape))
 
 
 def _side_effect(node: fx.Node) -> bool:
@@ -83,7 +97,7 @@ def _side_effect(node: fx.Node) -> bool:
     return True
 
 
-def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
+def _regions(gm: fx.GraphModule, info: dict, at_use: dict, dynamic: bool = False) -> list:
     """Lists of nodes, one per kernel, each in graph order."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
@@ -92,7 +106,7 @@ def _regions(gm: fx.GraphModule, info: dict, at_use: dict) -> list:
         if _side_effect(node):
             segment += 1
         segment_of[node] = segment
-        if not _lowerable(node, info, at_use):
+        if not _lowerable(node, info, at_use, dynamic):
             continue
         # producers (vertical fusion) and other readers of the same operands (horizontal: one load)
         near = [*node.all_input_nodes, *(u for a in node.all_input_nodes for u in a.users if u in region_of)]
