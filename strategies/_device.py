@@ -233,13 +233,32 @@ def support_for(device) -> DeviceSupport:
         if key in _MEMORY:
             return _MEMORY[key]
         path = cache_dir() / f"{key}.json"
-        try:
-            found = DeviceSupport.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            found = probe(device)
-            _store(path, found)
+        with _file_lock(path.with_suffix(".lock")):  # pytest-xdist workers wait for one probe, then read it
+            try:
+                found = DeviceSupport.from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                found = probe(device)
+                _store(path, found)
         _MEMORY[key] = found
         return found
+
+
+@contextlib.contextmanager
+def _file_lock(path: pathlib.Path):
+    """An exclusive lock on ``path`` between processes (none where the cache cannot be written)."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115 - held for the block
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # releases the lock
 
 
 @functools.lru_cache(maxsize=1)

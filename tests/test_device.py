@@ -163,7 +163,7 @@ def test_the_table_is_cached_per_torch_version_device_name_and_catalog(tmp_path,
     assert _device.support_for(meta) is table and len(probes) == 1  # memory
     monkeypatch.setattr(_device, "_MEMORY", {})
     assert _device.support_for(meta) == table and len(probes) == 1  # the file
-    files = list((tmp_path / "devices").iterdir())
+    files = list((tmp_path / "devices").glob("*.json"))
     assert len(files) == 1 and "Fake-GPU-1" in files[0].name and torch.__version__.replace("+", "-") in \
         files[0].name.replace("+", "-")
     monkeypatch.setattr(_device, "_MEMORY", {})
@@ -174,7 +174,7 @@ def test_the_table_is_cached_per_torch_version_device_name_and_catalog(tmp_path,
     monkeypatch.setattr(torch, "__version__", "9.9.9")
     _device.support_for(meta)
     assert len(probes) == 3  # another torch
-    assert len(list((tmp_path / "devices").iterdir())) == 3
+    assert len(list((tmp_path / "devices").glob("*.json"))) == 3
 
 
 def test_relocate_and_to_device_move_factories():
