@@ -126,9 +126,10 @@ class DeviceSupport:
     def refusal(self, target, args, kwargs) -> str | None:
         """Why the device does not run this call (None: it may)."""
         name = op_name(target)
-        sig = signature(args, kwargs)
-        if (name, sig) in self.refused_calls:
-            return f"{self.device} refuses {name}{sig}: {self.refused_calls[name, sig]}"
+        if self.refused_calls:  # the signature walk only where a refused call could match (the CPU has none)
+            sig = signature(args, kwargs)
+            if (name, sig) in self.refused_calls:
+                return f"{self.device} refuses {name}{sig}: {self.refused_calls[name, sig]}"
         refused = self.refused_dtypes.get(name)
         if refused:
             dtype = primary_dtype(args, kwargs)
@@ -165,20 +166,31 @@ def _catalog_names() -> frozenset:
 # --- the device a strategy draws for -----------------------------------------------------------------
 
 
-_SIMULATED = threading.local()
+# (device type, run device or None for the device itself, table): what graphs drawn for that device
+# type use instead of the device's own table, while ``simulated`` or the probe runs.
+_OVERRIDE = threading.local()
 
 
 @contextlib.contextmanager
+def _overridden(device_type: str, run_device, support: DeviceSupport):
+    outer = getattr(_OVERRIDE, "value", None)
+    _OVERRIDE.value = (device_type, run_device, support)
+    try:
+        yield
+    finally:
+        _OVERRIDE.value = outer
+
+
+def _override(device: torch.device):
+    value = getattr(_OVERRIDE, "value", None)
+    return value if value is not None and value[0] == device.type else None
+
+
 def simulated(device: str, support: DeviceSupport):
     """Draw graphs "for ``device``" on the CPU with a recorded ``support`` table (tests on machines
     without that device): every node is computed on the CPU, the graph says ``device`` (factories),
     and the table alone keeps out what the device refuses. Not a way to run anything on it."""
-    outer = getattr(_SIMULATED, "value", None)
-    _SIMULATED.value = (torch.device(device).type, support)
-    try:
-        yield
-    finally:
-        _SIMULATED.value = outer
+    return _overridden(torch.device(device).type, torch.device("cpu"), support)
 
 
 def check_device(device) -> torch.device:
@@ -187,8 +199,7 @@ def check_device(device) -> torch.device:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
         raise InvalidArgument(f"device={device!r} is not a torch device; pass 'cpu', 'cuda' or 'cuda:N'") from None
-    sim = getattr(_SIMULATED, "value", None)
-    if sim is not None and sim[0] == dev.type:
+    if _override(dev) is not None:
         return dev
     if dev.type == "cuda":
         if not torch.cuda.is_available():
@@ -201,12 +212,13 @@ def check_device(device) -> torch.device:
     return dev
 
 
-def placement(device: torch.device) -> tuple:
-    """``(run_device, support)`` for drawing graphs for ``device``: where the builder computes,
-    and the table that narrows the catalog."""
-    sim = getattr(_SIMULATED, "value", None)
-    if sim is not None and sim[0] == device.type:
-        return torch.device("cpu"), sim[1]
+def drawing_support(device: torch.device) -> tuple:
+    """``(run_device, support)`` for drawing graphs for ``device``: where the builder computes, and
+    the table that narrows the catalog (a simulated device's recorded one, the probe's permissive
+    one while it runs, else the device's own)."""
+    override = _override(device)
+    if override is not None:
+        return override[1] or device, override[2]
     return device, support_for(device)
 
 
@@ -372,7 +384,7 @@ def probe(device, rows=None, *, examples: int = 12) -> DeviceSupport:
     outer = getattr(_PROBE, "log", None)
     _PROBE.log = log
     try:
-        with _permissive(device, permissive):
+        with _overridden(device.type, None, permissive):  # no refusals yet: the device decides
             for row in runs:
                 for dtype in sorted(row.dtypes, key=str):
                     name = str(dtype).removeprefix("torch.")
@@ -416,28 +428,6 @@ def _stop_at_a_run(log: list, start: int, row_name: str, dtype_name: str, stop: 
 
     return body
 
-
-_PERMISSIVE = threading.local()
-
-
-@contextlib.contextmanager
-def _permissive(device: torch.device, support: DeviceSupport):
-    """While probing: draw for ``device`` with ``support`` (no refusals yet) instead of its table."""
-    outer = getattr(_PERMISSIVE, "value", None)
-    _PERMISSIVE.value = (device.type, support)
-    try:
-        yield
-    finally:
-        _PERMISSIVE.value = outer
-
-
-def drawing_support(device: torch.device) -> tuple:
-    """``(run_device, support)`` the builder uses for ``device`` (the probe's permissive table while
-    it runs; a simulated device's recorded one; else the device's own)."""
-    permissive = getattr(_PERMISSIVE, "value", None)
-    if permissive is not None and permissive[0] == device.type:
-        return device, permissive[1]
-    return placement(device)
 
 
 # --- factories and generators ------------------------------------------------------------------------
