@@ -215,13 +215,7 @@ def pow_{{S}}(x, y):
     r = tl.exp2(yd * tl.log2(ax))
     small_int = (tl.floor(yd) == yd) & (ayd < 2048)
     e = tl.where(small_int, ayd, 0).to(tl.int32)
-    p = tl.full(ax.shape, 1.0, tl.float64)
-    b = ax
-    for _ in range(11):
-        p = tl.where((e & 1) != 0, p * b, p)
-        b = b * b
-        e = e >> 1
-    r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
+{_square_and_multiply(11)}    r = tl.where(small_int, tl.where(yd < 0, 1 / p, p), r)
 {_pow_specials(c)}"""
 
 
@@ -241,14 +235,19 @@ def pow_{{S}}(x, y):
     ax = tl.abs(x.to(tl.float64))
     small_int = (tl.floor(y) == y) & (y > 0) & (y < 8)
     e = tl.where(small_int, y, 0).to(tl.int32)
-    p = tl.full(ax.shape, 1.0, tl.float64)
+{_square_and_multiply(3)}    r = tl.where(small_int, p, tl.exp2(yd * tl.log2(ax)))
+{_pow_specials(c)}"""
+
+
+def _square_and_multiply(rounds: int) -> str:
+    """``p = ax ** e`` in fp64 for the low ``rounds`` bits of the int32 ``e``, rounded once per step."""
+    return f"""    p = tl.full(ax.shape, 1.0, tl.float64)
     b = ax
-    for _ in range(3):
+    for _ in range({rounds}):
         p = tl.where((e & 1) != 0, p * b, p)
         b = b * b
         e = e >> 1
-    r = tl.where(small_int, p, tl.exp2(yd * tl.log2(ax)))
-{_pow_specials(c)}"""
+"""
 
 
 def _pow_specials(c) -> str:
