@@ -133,12 +133,13 @@ def test_where_cuda_is_initialised_nothing_forks(tmp_path, monkeypatch):
     examples to a worker (on a CUDA machine this is every search: drawing on CUDA initialises it)."""
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     log = tmp_path / "calls"
+    # device="cpu": on a CUDA machine the default device would isolate every search by itself
     result = verify(_identity_logging, pass_kwargs={"log": str(log)}, seed=0, max_examples=3, focus="none",
-                    repro_dir=None)
+                    repro_dir=None, device="cpu")
     assert result.ok and {pid for pid, _ in _calls(log)} == {os.getpid()}  # no forked driver
     log.unlink()
     result = verify(_identity_logging, pass_kwargs={"log": str(log)}, seed=0, max_examples=3, focus="none",
-                    repro_dir=None, isolate=True)
+                    repro_dir=None, isolate=True, device="cpu")
     pids = {pid for pid, _ in _calls(log)}
     assert result.ok and result.isolated and len(pids) == 1 and os.getpid() not in pids
     with pytest.raises(HarnessError, match="initialised CUDA"):
