@@ -95,7 +95,7 @@ class Worker:
             self._reap()
         if kind == "ok":
             return value
-        raise ChildDied(f"the isolated check failed: {value}", raised=True)
+        raise ChildDied.from_report(value)
 
     # --- the process ---------------------------------------------------------------------------
     def _start(self) -> None:

@@ -417,10 +417,6 @@ class _Stream:
             self.last = time.monotonic()
 
 
-# How an isolated check reports that the original graph did not run (verify.OriginalFailed).
-_ORIGINAL_FAILED = "the isolated check failed: OriginalFailed:"
-
-
 def resolve_device(device: str) -> str:
     """``auto`` (CUDA where this machine has it, else the CPU), ``cpu`` or ``cuda``; UsageError else."""
     if device == "auto":
@@ -452,8 +448,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                 return worker.check(case.gm, case.example_inputs, case.symbolic, grace)
             return run_forked(lambda: checker.check(case.gm, case.example_inputs, case.symbolic), grace)
         except ChildDied as exc:
-            if exc.raised and exc.reason.startswith(_ORIGINAL_FAILED):
-                raise OriginalFailed(exc.reason.removeprefix(_ORIGINAL_FAILED).strip()) from None
+            if exc.error_type == OriginalFailed.__name__:  # the graph did not run, in the child
+                raise OriginalFailed(exc.error) from None
             return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
                            graph_after="")
 

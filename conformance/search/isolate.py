@@ -36,6 +36,15 @@ class ChildDied(Exception):
         self.reason, self.timed_out = reason, timed_out
         self.raised = raised  # the child raised a Python exception (and reported it) rather than dying
 
+    @classmethod
+    def from_report(cls, report: str) -> "ChildDied":
+        """What the child raised, from its ``"Type: message"`` report."""
+        died = cls(f"the isolated check failed: {report}", raised=True)
+        died.error_type, _, died.error = report.partition(": ")
+        return died
+
+    error_type = error = None  # from_report: the exception the child raised, and its message
+
 
 def can_isolate() -> bool:
     return hasattr(os, "fork")
@@ -147,5 +156,5 @@ def run_forked(fn, timeout: float | None):
         kind, value = pickle.loads(data)
         if kind == "ok":
             return value
-        raise ChildDied(f"the isolated check failed: {value}", raised=True)
+        raise ChildDied.from_report(value)
     raise ChildDied(death_reason(os.waitstatus_to_exitcode(status)))
