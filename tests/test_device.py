@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import json
 import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -210,23 +212,35 @@ def test_relocate_adds_device_to_factories_without_one():
     assert "device(type='cuda')" in gm.code
 
 
+_OPINFO_CHILD = """
+import json
+from torch.testing._internal.common_methods_invocations import op_db
+from strategies import OPS
+
+by_name = {}
+for info in op_db:
+    if not info.variant_test_name:
+        by_name.setdefault(info.name, info)
+out = {}
+for row in OPS:
+    info = by_name.get(row.overload._schema.name.split("::")[1].lstrip("_"))
+    if info is not None:
+        cuda = info.supported_dtypes("cuda")
+        out[row.name] = sorted(str(d).removeprefix("torch.") for d in row.dtypes if d not in cuda)
+print(json.dumps(out))
+"""
+
+
 def _opinfo_cuda_refusals() -> dict:
     """Per catalog row with an OpInfo of its packet's name, the listed dtypes torch's OpInfo
-    database says CUDA does not run (``supported_dtypes('cuda')``: declared, readable on a CPU)."""
+    database says CUDA does not run (``supported_dtypes('cuda')``: declared, readable on a CPU).
+    In a process of its own: importing torch's test internals loads a Hypothesis profile of theirs
+    (common_utils: max_examples and all), which changed every later test's budget in this process."""
     pytest.importorskip("expecttest", reason="torch's OpInfo database imports expecttest (a dependency in pyproject)")
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    by_name = {}
-    for info in op_db:
-        if not info.variant_test_name:
-            by_name.setdefault(info.name, info)
-    out = {}
-    for row in OPS:
-        info = by_name.get(row.overload._schema.name.split("::")[1].lstrip("_"))
-        if info is not None:
-            cuda = info.supported_dtypes("cuda")
-            out[row.name] = {str(d).removeprefix("torch.") for d in row.dtypes if d not in cuda}
-    return out
+    proc = subprocess.run([sys.executable, "-c", _OPINFO_CHILD], capture_output=True, text=True, timeout=300,
+                          cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {row: set(dtypes) for row, dtypes in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
 
 
 def test_the_recorded_h100_refusals_agree_with_torchs_opinfo_database():
