@@ -8,7 +8,7 @@
 """
 
 from . import _determinism  # noqa: F401 - first: draws must not depend on imports (see the module)
-from ._builder import RNG_SEED
+from ._builder import RNG_SEED, eager_fake_disagreement, fake_disagreements
 from ._calls import CHAINS
 from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
@@ -48,6 +48,8 @@ __all__ = [
     "broadcastable_shapes",
     "check_ir",
     "dtypes",
+    "eager_fake_disagreement",
+    "fake_disagreements",
     "graph_features",
     "graph_symbolic_shapes",
     "graphs",

@@ -8,7 +8,13 @@ The final graph therefore runs in eager by construction.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import logging
 import operator
+import os
+import signal
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -18,6 +24,7 @@ import torch.fx as fx
 from . import _catalog as C
 from ._device import placed, record_attempt, rng_state, seeded, set_rng_state
 from ._meta import FakeViews
+from ._meta import shared_fake_mode as _shared_fake_mode
 from ._tensors import Layout
 
 MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels cheap
@@ -65,6 +72,7 @@ class GraphBuilder:
     # {node: (storage_key, shape)} as each node ran, every tensor alive: graph_features' record
     record: dict = field(default_factory=dict)
     _views: FakeViews | None = None
+    focus_results: list = field(default_factory=list)  # Values of focus ops: outputs more often
     _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
     _pending_rng: torch.Tensor | None = None  # the state after the random op being added, until it is
 
@@ -126,11 +134,12 @@ class GraphBuilder:
             refused = self.support.refusal(target, real_args, real_kwargs)
             if refused:
                 raise StepRejected(refused)
-        crash = kills_eager(target, real_args, real_kwargs)
+        crash = kills_eager(target, real_args, real_kwargs) or crashes_in_trial(target, real_args, real_kwargs)
         if crash:
             raise StepRejected(crash)
         inplace = spec is not None and spec.category == C.INPLACE
         random = spec is not None and spec.category == C.RANDOM
+        fakes = _map_tensors((real_args, real_kwargs), self.fresh_fake) if inplace else None  # before it writes
         if inplace:
             out = self._call_inplace(spec, target, args, real_args, real_kwargs)
         else:
@@ -144,6 +153,9 @@ class GraphBuilder:
                     self._check_result(o)
             elif check:
                 self._check_result(out)
+        disagreement = self._fake_check(target, real_args, real_kwargs, fakes, out)
+        if disagreement:
+            raise StepRejected(note_disagreement(target, disagreement))
         node = self.graph.call_function(target, _map_values(args, lambda v: v.node),
                                         _map_values(kwargs, lambda v: v.node))
         self.n_calls += 1
@@ -157,6 +169,41 @@ class GraphBuilder:
         # not merge), and its result may be an output.
         pure = pure and not inplace
         return self._add(Value(node, out, origin, pure=pure, call=(spec, args, kwargs)))
+
+    def _fake_check(self, target, args, kwargs, fakes, out) -> str | None:
+        """``fake_disagrees`` for this call, remembered per op and operand metadata (what a fake
+        result depends on): most calls repeat one seen before, and a fake run costs ~0.8 ms."""
+        storages: dict = {}
+        key = (target, _signature((args, kwargs), storages), _signature(out, storages))
+        try:
+            return _FAKE_VERDICTS[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable argument
+            key = None
+        if fakes is None:
+            fakes = _map_tensors((args, kwargs), self.fresh_fake)
+        verdict = fake_disagrees(self._fake_run(target, *fakes), out)
+        if key is not None:
+            if len(_FAKE_VERDICTS) > 50_000:
+                _FAKE_VERDICTS.clear()
+            _FAKE_VERDICTS[key] = verdict
+        return verdict
+
+    def _fake_run(self, target, args, kwargs):
+        """The call as torch's fake-tensor propagation runs it, on fakes of the operands (fresh fake
+        views, so a metadata-mutating op changes no ``meta['val']``); an exception is returned."""
+        try:
+            with self.fake_mode, warnings.catch_warnings(), _quiet_fake_log():
+                warnings.simplefilter("ignore")
+                return target(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - any refusal is a disagreement with eager, which ran
+            return exc
+
+    def fresh_fake(self, t: torch.Tensor):
+        if self._views is None:
+            self._views = FakeViews(self.fake_mode)
+        return self._views.fake_of(t)
 
     def remove_last(self, value: Value) -> None:
         """Take back ``value``, the last node added (a chain that could not finish)."""
@@ -265,6 +312,142 @@ def kills_eager(target, args, kwargs) -> str | None:
             minus_one = bool((d == -1).any()) if isinstance(d, torch.Tensor) else d == -1
             if minus_one and bool((x == low).any()):
                 return f"{target} of {low} by -1 with rounding_mode='trunc' kills eager CPU (SIGFPE)"
+    return None
+
+
+def fake_disagrees(fake, out) -> str | None:
+    """How torch's fake-tensor result ``fake`` (or the exception it raised) disagrees with eager's
+    ``out`` in shape, dtype or significant strides (those of dims longer than one, in a non-empty
+    tensor), or None: a pass that re-propagates fakes would see another graph than the one that ran."""
+    if isinstance(fake, Exception):
+        return f"fake tensors refuse it ({type(fake).__name__}: {str(fake).splitlines()[0] if str(fake) else ''})"
+    if isinstance(out, (tuple, list)):
+        if not isinstance(fake, (tuple, list)) or len(fake) != len(out):
+            return "fake tensors give another number of results"
+        return next((d for f, o in zip(fake, out) if (d := fake_disagrees(f, o))), None)
+    if not isinstance(out, torch.Tensor) or not isinstance(fake, torch.Tensor):
+        return None
+    if fake.shape != out.shape or fake.dtype != out.dtype:
+        return f"fake tensors give {tuple(fake.shape)} {fake.dtype}, eager {tuple(out.shape)} {out.dtype}"
+    if out.numel() and any(n > 1 and a != b for n, a, b in zip(out.shape, fake.stride(), out.stride())):
+        return f"fake tensors give strides {fake.stride()}, eager {out.stride()}"
+    return None
+
+
+_DISAGREEMENTS: dict = {}
+_FAKE_VERDICTS: dict = {}
+
+
+def _signature(obj, storages: dict):
+    """What a fake result depends on: each tensor's metadata and which storage it shares with an
+    earlier operand; other values as they are (with their type: 2 and 2.0 promote differently)."""
+    if isinstance(obj, torch.Tensor):
+        where = storages.setdefault(storage_key(obj) or id(obj), len(storages))
+        return ("T", tuple(obj.shape), obj.stride(), obj.storage_offset(), obj.dtype, obj.device.type, where)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj).__name__, *(_signature(o, storages) for o in obj))
+    if isinstance(obj, dict):
+        return ("d", *((k, _signature(v, storages)) for k, v in obj.items()))
+    return (type(obj).__name__, obj)
+_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _quiet_fake_log():
+    """FakeTensorMode logs a traceback for every meta kernel that raises: a refusal here is an
+    answer, not an error (the filter is on torch's fake-tensor logger only, and only for the call)."""
+    f = _DropAll()
+    _FAKE_LOG.addFilter(f)
+    try:
+        yield
+    finally:
+        _FAKE_LOG.removeFilter(f)
+
+
+def note_disagreement(target, why: str) -> str:
+    """Record (once per op) that eager and fake tensors disagree on a call of ``target``."""
+    _DISAGREEMENTS.setdefault(str(target), why)
+    return f"eager and fake tensors disagree on {target}: {why}"
+
+
+def eager_fake_disagreement(target, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """How eager and torch's fake-tensor propagation disagree on ``target(*args, **kwargs)`` (real
+    tensors in, as eager runs it), or None where they agree; the check every drawn call passes.
+
+    >>> import torch
+    >>> eager_fake_disagreement(torch.ops.aten.arange.start_step, (-4, -4.0, 0.5), {"dtype": torch.int32})
+    'fake tensors refuse it (RuntimeError: step must be nonzero)'
+    >>> eager_fake_disagreement(torch.ops.aten.sin.default, (torch.ones(2),)) is None
+    True
+    """
+    kwargs = kwargs or {}
+    views = FakeViews(_shared_fake_mode())
+    fakes = _map_tensors((args, kwargs), views.fake_of)
+    out = target(*args, **kwargs)
+    return fake_disagrees(GraphBuilder(fake_mode=views.fake_mode, _views=views)._fake_run(target, *fakes), out)
+
+
+def fake_disagreements() -> dict:
+    """``{op: how}``: the ops eager and fake-tensor propagation disagreed on while drawing in this
+    process (each such call was left out of the graph), the first disagreement of each."""
+    return dict(_DISAGREEMENTS)
+
+
+def _map_tensors(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+# Calls whose eager CPU kernels kill the process (SIGSEGV) on some arguments not pinned down (measured,
+# torch 2.13: a bfloat16 3-d convolution of a (1, 1, 3, 1, 2) input by a (2, 1, 2, 3, 3) weight with
+# stride 2, dilation 2 and padding (2, 3, 4); float32, or stride or dilation 1, run). Each such call
+# is run first in a forked trial process, and one that kills the trial is never drawn.
+_CRASH_PRONE = {torch.ops.aten.convolution.default: (torch.bfloat16, torch.float16)}
+_TRIAL_S = 20.0
+
+
+def crashes_in_trial(target, args, kwargs) -> str | None:
+    """Why ``target(*args, **kwargs)`` is not drawn (it killed a forked trial), or None. Only calls
+    of ``_CRASH_PRONE`` ops at its dtypes, on CPU tensors, in a process that may fork."""
+    dtypes = _CRASH_PRONE.get(target)
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if not dtypes or first is None or first.dtype not in dtypes or first.device.type != "cpu":
+        return None
+    if not hasattr(os, "fork") or torch.cuda.is_initialized():  # a forked child cannot use CUDA
+        return None
+    pid = os.fork()
+    if pid == 0:  # the child: run it and report by exit status only
+        try:
+            torch.set_num_threads(1)  # a forked child entering OpenMP can hang (docs/torch-facts.md section 7)
+            faulthandler.disable()  # its death is the answer, not a traceback on the host's stderr
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                target(*args, **kwargs)
+        except BaseException:  # noqa: BLE001 - raising is the builder's to see, in this process
+            os._exit(1)
+        os._exit(0)
+    deadline = time.monotonic() + _TRIAL_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:  # hung: as good as dead for a draw
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return f"{target} did not finish in a trial process within {_TRIAL_S:.0f} s"
+        time.sleep(0.002)
+    if os.WIFSIGNALED(status):
+        return f"{target} killed a trial process ({signal.Signals(os.WTERMSIG(status)).name}): eager cannot run it"
     return None
 
 

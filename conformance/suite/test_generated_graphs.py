@@ -10,12 +10,20 @@ would make every other verdict unreliable.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
 import torch
 import torch.fx as fx
 from hypothesis import given
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from strategies import graphs
+from strategies import eager_fake_disagreement, fake_disagreements, graphs, shared_fake_mode
+from strategies._builder import GraphBuilder, StepRejected
+
+TORCH = f"torch {torch.__version__.split('+')[0]}"
 
 
 def _significant_strides(shape, stride):
@@ -99,3 +107,81 @@ def test_forward_is_deterministic_and_matches_interpreter(case):
             _assert_same(a, b, f"output[{i}]")
         for i, (a, b) in enumerate(zip(ins, in0)):
             _assert_same(a, b, f"input[{i}] after the run")
+
+
+# --- where eager and fake tensors disagree: torch findings the generator leaves out ------------------
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class EagerFakeFinding:
+    """A call eager runs and torch's fake-tensor propagation refuses or describes otherwise (shape,
+    dtype, strides): a pass that re-propagates fakes (Inductor's, Torch-TensorRT's) would see another
+    graph than the one that ran, so the generator never draws such a call (``eager_fake_disagreement``
+    is checked on every drawn node). ``call`` makes the minimal call; ``shows`` is the disagreement
+    as ``eager_fake_disagreement`` words it (a regex: this bug, not any disagreement)."""
+
+    call: Callable
+    shows: str
+    why: str
+
+
+FAKE_FINDINGS = {
+    "arange-int-step-truncated": EagerFakeFinding(
+        lambda: (aten.arange.start_step, (-4, -4.0, 0.5), {"dtype": torch.int32}),
+        r"fake tensors refuse it \(RuntimeError: step must be nonzero\)",
+        f"{TORCH}: eager casts the step after computing the (empty) length; the meta kernel casts 0.5 "
+        f"to int32 first and refuses a step of 0 (issue 31: make conformance drew it at a random seed)"),
+    "native-dropout-empty-mask-dtype": EagerFakeFinding(
+        lambda: (aten.native_dropout.default, (torch.randn(3, 0, 2), 0.5, True), {}),
+        r"fake tensors give \(3, 0, 2\) torch\.bool, eager \(3, 0, 2\) torch\.float32",
+        f"{TORCH}: eager's native_dropout returns a float mask for an empty input (bool otherwise)"),
+    "batch-norm-no-training-strides": EagerFakeFinding(
+        lambda: (aten._native_batch_norm_legit_no_training.default,
+                 (torch.randn(2, 3, 1).permute(2, 1, 0), None, torch.randn(3), torch.randn(3), torch.rand(3) + 1,
+                  0.1, 1e-5), {}),
+        r"fake tensors give strides \(1, 1, 3\), eager \(6, 2, 1\)",
+        f"{TORCH}: the eager kernel returns a contiguous result for a permuted input; the meta kernel "
+        f"keeps the input's strides"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAKE_FINDINGS))
+def test_eager_fake_finding_shows(name):
+    """The finding's minimal call still shows exactly that disagreement."""
+    target, args, kwargs = FAKE_FINDINGS[name].call()
+    why = eager_fake_disagreement(target, args, kwargs)
+    assert why is not None and re.fullmatch(FAKE_FINDINGS[name].shows, why), why
+
+
+@pytest.mark.parametrize("name", sorted(FAKE_FINDINGS))
+@pytest.mark.xfail(strict=True, reason="a torch finding: see FAKE_FINDINGS")
+def test_eager_fake_finding_fixed(name):
+    """Strict: the day torch agrees with itself here, this passes and the row must go."""
+    target, args, kwargs = FAKE_FINDINGS[name].call()
+    assert eager_fake_disagreement(target, args, kwargs) is None
+
+
+@pytest.mark.parametrize("name", sorted(FAKE_FINDINGS))
+def test_the_generator_never_draws_a_finding(name):
+    """The builder refuses the call (so no drawn graph holds it), and says why."""
+    target, args, kwargs = FAKE_FINDINGS[name].call()
+    builder = GraphBuilder(fake_mode=shared_fake_mode(), special_values=True)
+    values = tuple(builder.add_constant(a) if isinstance(a, torch.Tensor) else a for a in args)
+    with pytest.raises(StepRejected, match="eager and fake tensors disagree"):
+        builder.call(None, target, values, kwargs)
+    assert str(target) in fake_disagreements()
+
+
+def test_a_call_that_kills_eager_is_refused_not_run():
+    """A bfloat16 3-d convolution that segfaults eager CPU (torch 2.13) is tried in a forked process
+    and refused: drawing never kills the process that draws (the search would die with it)."""
+    x = torch.randn(30, dtype=torch.bfloat16).as_strided((1, 1, 3, 1, 2), (15, 15, 5, 5, 2), 1)
+    w, b = torch.randn(2, 1, 2, 3, 3, dtype=torch.bfloat16), torch.randn(2, dtype=torch.bfloat16)
+    builder = GraphBuilder(fake_mode=shared_fake_mode(), special_values=True)
+    values = tuple(builder.add_constant(t) for t in (x.contiguous(), w, b))
+    with pytest.raises(StepRejected, match="killed a trial process"):
+        builder.call(None, aten.convolution.default, (*values, [2, 2, 2], [2, 3, 4], [2, 2, 2], False, [0, 0, 0], 1), {})
+    ok = tuple(builder.add_constant(t.float()) for t in (x.contiguous(), w, b))  # float32 runs: drawn
+    builder.call(None, aten.convolution.default, (*ok, [2, 2, 2], [2, 3, 4], [2, 2, 2], False, [0, 0, 0], 1), {})
