@@ -16,9 +16,10 @@ import torch
 from hypothesis import strategies as st
 
 from . import _catalog as C
+from ._aims import FINITE, INTEGRAL, TIES, aimed
 from ._builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
-from ._draws import choose, flag, integers, neutral_or_index
-from ._tensors import broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
+from ._draws import bound, choose, flag, integers, neutral_or_index
+from ._tensors import Layout, broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
 
 
 @dataclass
@@ -37,6 +38,9 @@ class DrawContext:
     scalar_pool: tuple = ()  # scalars a focused graph draws half the time
     pass_scalars: tuple = ()  # of those, the pass's own numbers (3 in 4 pool draws, where they fit)
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
+    edges: tuple = ()  # (producer row, consumer row) pairs a focused graph draws chained
+    chained: bool = False  # an edge's consumer is being drawn: its first operand is ctx.prefer where it fits
+    aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_aims.py)
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
     max_nodes: int = 64
     large: bool = False  # sizes="large": some leaves of 4096-65536 elements, matmul dims over 64
@@ -113,8 +117,15 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
             return broadcasts_with(t.shape, like.tensor.shape, ctx.max_numel)
         return True
 
-    if ctx.prefer is not None and like is None and chain and fits(ctx.prefer) and flag(draw):
+    chained = ctx.prefer is not None and like is None and chain and fits(ctx.prefer)
+    if chained and (ctx.chained or flag(draw)):
         return ctx.prefer  # chain focus ops: producer -> consumer
+    # In a focus step, an operand is a new leaf holding values aimed at the op half the time (ties
+    # with the first operand, values a narrower dtype cannot hold, overflowing magnitudes, zeros).
+    if ctx.aims and not target and (shape_fits is None or make_shape is not None) and flag(draw):
+        v = _aimed_leaf(draw, ctx, dtypes_ok, domain, like, into, make_shape)
+        if v is not None:
+            return v
     # In a focus step, a second operand is the first one itself one time in four: x op x is where
     # rewrites go wrong (sub(x, x) -> 0 at inf, lt(x, x) flipped to gt(x, x), x / x -> 1 at 0).
     if ctx.focus_step and like is not None and not target and fits(like) and draw(integers(0, 3)) == 3:
@@ -138,6 +149,46 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
         return candidates[choice]
     return new_leaf(draw, ctx, dtypes_ok=dtypes_ok, domain=domain, like=like, into=into, target=target,
                     make_shape=make_shape)
+
+
+def _aimed_leaf(draw, ctx: DrawContext, dtypes_ok, domain, like: Value | None, into: bool,
+                make_shape=None) -> Value | None:
+    """A new contiguous leaf whose values ``aimed`` one of ``ctx.aims`` (as drawn where the aim does
+    not apply to its dtype or domain; None where no leaf fits)."""
+    b = ctx.builder
+    room = len(b.recipes) < ctx.max_inputs
+    if not room and not ctx.constants:
+        return None
+    aim = choose(draw, ctx.aims)
+    if make_shape is not None:  # a whole call's operand (matmul, conv): its shape is the rule's
+        dtype = like.tensor.dtype if like is not None and like.tensor.dtype in dtypes_ok else draw(ctx.dtypes)
+        if dtype not in dtypes_ok:
+            dtype = choose(draw, sorted(dtypes_ok, key=str))
+        shape = tuple(make_shape(draw))
+    elif like is not None and (aim == TIES or flag(draw)):
+        dtype, shape = like.tensor.dtype, tuple(like.tensor.shape)  # ties need the first operand's shape
+    else:
+        dtype = draw(ctx.dtypes)
+        integral = sorted((d for d in dtypes_ok if not d.is_floating_point), key=str)
+        if aim == INTEGRAL and integral:
+            dtype = choose(draw, integral)
+        elif dtype not in dtypes_ok:  # one the op takes (softmax: a float), not a wasted aim
+            dtype = choose(draw, sorted(dtypes_ok, key=str))
+        shape = tuple(draw(ctx.shapes)) if like is None else \
+            (_shapes_broadcasting_into(draw, tuple(like.tensor.shape)) if into else draw(_broadcastable(tuple(like.tensor.shape))))
+    if dtype not in dtypes_ok or math.prod(shape) > ctx.max_numel:
+        return None
+    _, base, _ = tensor_with_layout(draw, dtype, shape, domain, special_values=ctx.special_values and aim != FINITE,
+                                    noncontiguous=False)
+    values = aimed(draw, aim, base, like.tensor if like is not None else None)
+    if values is None or not in_domain(values, domain, ctx.special_values) or \
+            (values.is_floating_point() and not ctx.special_values and not torch.isfinite(values).all()):
+        values = base  # still a fresh leaf of a drawn dtype: existing values are mostly floats where specials fit
+    if not in_domain(values, domain, ctx.special_values):
+        return None
+    if room and (not ctx.constants or flag(draw) is False):
+        return b.add_input(values.cpu(), Layout())
+    return b.add_constant(values)
 
 
 def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target, make_shape=None) -> Value:
@@ -268,8 +319,8 @@ def rule_slice(draw, t):
         raise StepRejected("slice needs a dimension")
     dim = _dim(draw, rank)
     n = t.shape[dim]
-    start = draw(integers(-n - 1, n + 1))
-    end = sys.maxsize if draw(integers(0, 3)) == 3 else draw(integers(-n - 1, n + 2))  # traced graphs say INT64_MAX
+    start = bound(draw, n, -n - 1, n + 1)
+    end = sys.maxsize if draw(integers(0, 3)) == 3 else bound(draw, n, -n - 1, n + 2)  # traced graphs say INT64_MAX
     step = draw(integers(1, 3))
     return [dim, start, end, step]
 
@@ -280,7 +331,7 @@ def rule_select(draw, t):
         raise StepRejected("select needs a non-empty dimension")
     dim = choose(draw, dims)
     n = t.shape[dim]
-    index = draw(integers(-n, n - 1))
+    index = bound(draw, n, -n, n - 1)
     return [dim - t.dim() if flag(draw) else dim, index]
 
 
@@ -318,7 +369,7 @@ def rule_diagonal(draw, t):
 def rule_unfold(draw, t):
     dim = _dim(draw, t.dim())
     n = t.shape[dim] if t.dim() else 1
-    return [dim, draw(integers(1, max(n, 1))), draw(integers(1, 3))]
+    return [dim, bound(draw, n, 1, max(n, 1)), draw(integers(1, 3))]
 
 
 def rule_dims(draw, t):
@@ -404,9 +455,10 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
     for position, kind in enumerate(spec.args[1:], start=1):
         domain = spec.domain_of(position)
-        # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step.
+        # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step (one in
+        # four again for an edge's consumer: the edge's pattern, add(mm(a, b), bias), has a tensor there).
         if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
-                                          and draw(integers(0, 3)) < (2 if ctx.focus_step else 3)):
+                                          and draw(integers(0, 3)) < (2 if ctx.focus_step and not ctx.chained else 3)):
             ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
             v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
             args.append(v)

@@ -23,7 +23,7 @@ from . import _catalog as C
 from ._args import (DrawContext, draw_kwargs, broadcasts_into, operand, rule_dims, rule_scalar, rule_select,
                     rule_slice)
 from ._builder import StepRejected, Value
-from ._draws import choose, flag, integers
+from ._draws import bound, choose, flag, integers
 from ._tensors import Layout, scalars
 
 aten = torch.ops.aten
@@ -401,7 +401,8 @@ def rule_embedding(draw, ctx, spec):
 def rule_topk(draw, ctx, spec):
     x = _any_ranked(draw, ctx, spec)
     dim = _dim(draw, x.tensor.dim())
-    return (x, draw(integers(0, x.tensor.shape[dim])), dim, not flag(draw), True), {}
+    n = x.tensor.shape[dim]
+    return (x, bound(draw, n, 0, n), dim, not flag(draw), True), {}
 
 
 def rule_stats(draw, ctx, spec):
@@ -429,15 +430,17 @@ def rule_split(draw, ctx, spec):
     if op is aten.chunk.default:
         return (x, _side(draw), dim), {}
     if op is aten.split.Tensor:
-        return (x, draw(integers(max(1, -(-n // 4)), max(n, 1))), dim), {}
-    cuts = sorted(draw(integers(0, n)) for _ in range(draw(integers(0, 3))))
+        return (x, bound(draw, n, max(1, -(-n // 4)), n + 1), dim), {}  # a size past n: one piece
+    cuts = sorted(bound(draw, n, 0, n) for _ in range(draw(integers(0, 3))))
     sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
     return (x, sizes, dim), {}
 
 
 def rule_pad(draw, ctx, spec):
     x = _any_ranked(draw, ctx, spec)
-    pad = [draw(integers(-1, 2)) for _ in range(2 * draw(integers(1, min(3, x.tensor.dim()))))]
+    # pairs from the last dim backwards; a pad of -n crops the dim to nothing
+    sizes = x.tensor.shape[::-1]
+    pad = [bound(draw, sizes[i // 2], -sizes[i // 2], 2) for i in range(2 * draw(integers(1, min(3, x.tensor.dim()))))]
     return (x, pad, rule_scalar(draw, ctx, x, C.ANY_VALUE, floats_ok=False)), {}
 
 

@@ -73,6 +73,29 @@ def choose(draw, seq):
     return seq[index(draw, len(seq))]
 
 
+BOUNDARY_SHARE = 1 / 3  # of the integers that index or bound a dim, how many are drawn at a boundary
+
+
+def bound(draw, n: int, lo: int, hi: int) -> int:
+    """An integer in ``[lo, hi]`` that indexes or bounds a dim of size ``n`` (a slice's start or end,
+    select's index, a split size, a pad): a third of the time one of the boundaries ``0, 1, n-1, n,
+    n+1, -1, -n`` that lie in range (where off-by-one rewrites differ from the truth), else uniform.
+    Shrinks towards the boundaries, 0 first.
+
+    >>> sorted(_edges(4, -5, 5))
+    [-4, -1, 0, 1, 3, 4, 5]
+    """
+    edges = _edges(n, lo, hi)
+    if edges and draw(UNIT) < 256 * BOUNDARY_SHARE:
+        return choose(draw, edges)
+    return draw(integers(lo, hi))
+
+
+@functools.lru_cache(maxsize=1024)
+def _edges(n: int, lo: int, hi: int) -> tuple:
+    return tuple(dict.fromkeys(v for v in (0, 1, n - 1, n, n + 1, -1, -n) if lo <= v <= hi))
+
+
 def flag(draw) -> bool:
     """A fair coin; shrinks towards False."""
     return draw(UNIT) >= 128

@@ -4,6 +4,11 @@ A focused graph draws a focus op at about every other step, feeds it the latest 
 when that fits (so producer -> consumer pairs such as ``log(exp(x))`` occur), and draws scalar
 operands from the focus scalars and 0, 1, -1, 2, 0.5 half the time. A share of graphs
 (``1 - share``) is drawn unfocused, for breadth.
+
+``edges`` name producer -> consumer pairs a pass matches (``mm`` feeding ``add``): half the focus
+steps of a graph draw one of them whole, the consumer on the producer's result, with the arguments
+the two share by name (``dim``, ``dim0``) equal a third of the time and one apart a sixth (the
+relation a matcher checks, holding and just failing: where its bugs live).
 """
 
 from __future__ import annotations
@@ -18,12 +23,17 @@ BASIC_SCALARS = (0, 1, -1, 2, 0.5)
 @dataclass(frozen=True)
 class Focus:
     """``ops``: catalog rows, overloads or names; ``scalars``: numbers; ``share``: focused graphs;
-    ``seeds``: ``SeedGraph``s (example programs) a focused graph embeds, about one step in four."""
+    ``seeds``: ``SeedGraph``s (example programs) a focused graph embeds, about one step in four;
+    ``edges``: ``(producer, consumer)`` pairs of ops (rows, overloads or names) drawn chained;
+    ``acting``: those of ``ops`` the pass acts on by themselves (what it matches, not what it emits),
+    drawn three times as often as the others."""
 
     ops: tuple = ()
     scalars: tuple = ()
     share: float = 0.75
     seeds: tuple = ()
+    edges: tuple = ()
+    acting: tuple = ()
 
     def __post_init__(self):
         if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
@@ -36,6 +46,10 @@ class Focus:
 
         if not all(isinstance(g, SeedGraph) for g in self.seeds):
             raise InvalidArgument(f"Focus(seeds=...) must be SeedGraphs, got {[type(g).__name__ for g in self.seeds]}")
+        if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):
+            raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops")
+        object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
+        object.__setattr__(self, "acting", tuple(self.acting))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "scalars", tuple(self.scalars))

@@ -19,8 +19,9 @@ from hypothesis import reject
 from hypothesis import strategies as st
 
 from . import _catalog as C
+from ._aims import aims_of
 from ._args import DrawContext, call_args
-from ._builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, storage_key
+from ._builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, RNG_SEED, GraphBuilder, StepRejected, Value, storage_key
 from ._calls import CHAINS, Chain
 from ._device import check_device, drawing_support, seeded
 from ._draws import Weighted, choose, flag, integers, neutral_or_index
@@ -85,7 +86,7 @@ class _Config:
     """The validated options of one ``graphs()`` call (a plain class, so its repr stays short)."""
 
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
-                 mutations, special_values, constants, focus=None, focus_rows=(), large=False, chains=(),
+                 mutations, special_values, constants, focus=None, focus_rows=(), focus_edges=(), large=False, chains=(),
                  requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
         self.device, self.run_device, self.support = device, run_device, support
@@ -93,14 +94,15 @@ class _Config:
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.min_inputs, self.max_inputs = min_inputs, max_inputs
         self.mutations, self.special_values, self.constants = mutations, special_values, constants
-        self.focus = focus
+        self.focus, self.focus_edges = focus, focus_edges
         # Chains that emit two or more focus ops are focus steps too: the pattern in the context
         # decompositions leave it in (linear's mm + add of a bias row, the RMS-norm chain's pow, mean
         # and rsqrt). A chain with one focus op would only dilute the focus (a cast in the RMS chain).
         overloads = {r.overload for r in focus_rows}
         focus_rows = (*focus_rows, *(ch for ch in chains if len(overloads & set(ch.overloads)) >= 2)) \
             if focus_rows else ()
-        self.focus_rows = Weighted(focus_rows, [1] * len(focus_rows)) if focus_rows else None
+        acting = {r for name in (focus.acting if focus is not None else ()) for r in rows_named(name)}
+        self.focus_rows = Weighted(focus_rows, [3 if r in acting else 1 for r in focus_rows]) if focus_rows else None
         self.large = large
         self.kinds = _step_kinds(rows, chains, mutations, False)
         self.region_kinds = _step_kinds(rows, chains, mutations, True)
@@ -259,9 +261,11 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
                               f"draw them for another device")
     if focus is not None and not isinstance(focus, Focus):
         focus = Focus(ops=focus)
-    focus_rows = ()
+    focus_rows, focus_edges = (), ()
     if focus is not None and focus.ops:
         focus_rows = tuple(r for r in support.narrow(_resolve_ops(focus.ops, True, True)) if r in rows)
+    if focus is not None and focus.edges:
+        focus_edges = _resolve_edges(focus.edges, rows)
     large = sizes == "large"
     leaf_shapes = _shapes(max_dims=3, max_side=4)
     if large:
@@ -269,11 +273,24 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     cfg = _Config(rows, dtypes.map(_checked_dtype), leaf_shapes, min_nodes=min_nodes,
                   max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
+                  focus_edges=focus_edges,
                   large=large, chains=_chains(rows), requires_grad=requires_grad,
                   device=dev, run_device=run_device, support=support)
     if ir == "aten":
         return _graph_cases(cfg)
     return _graph_cases(cfg).map(lambda case: convert(case, ir))
+
+
+def _resolve_edges(edges, rows) -> tuple:
+    """``Focus.edges`` as ``(producer row, consumer row)`` pairs among ``rows`` (what this draw may
+    use): a packet name stands for each of its rows."""
+    out = []
+    for producer, consumer in edges:
+        found = [rows_named(producer), rows_named(consumer)]
+        if not all(found):
+            raise InvalidArgument(f"Focus(edges=...): {(producer, consumer)!r} names an op not in the op catalog")
+        out += [(p, c) for p in found[0] for c in found[1] if p in rows and c in rows]
+    return tuple(dict.fromkeys(out))
 
 
 def _dynamic_graphs(args: dict) -> st.SearchStrategy:
@@ -332,7 +349,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
             i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
             if i is None or i < 100 * cfg.focus.share:
                 ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
-                ctx.pass_scalars = cfg.focus.scalars
+                ctx.pass_scalars, ctx.edges = cfg.focus.scalars, cfg.focus_edges
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
@@ -420,6 +437,9 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
     if ctx.seeds and draw(integers(0, 3)) == 3:
         seed_step(draw, ctx)
         return
+    if ctx.edges and flag(draw) and (ctx.focus_rows is None or flag(draw)):
+        _edge_step(draw, ctx)
+        return
     if ctx.focus_rows is not None and flag(draw):
         _focus_step(draw, ctx)
         return
@@ -456,12 +476,82 @@ def _focus_step(draw, ctx: DrawContext) -> None:
         if isinstance(spec, Chain):
             ctx.prefer = spec.emit(draw, ctx)
             return
+        ctx.aims = aims_of(spec.overload)
         args, kwargs = call_args(draw, ctx, spec)
         ctx.prefer = ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+        ctx.builder.focus_results.append(ctx.prefer)
+        if spec.category == C.RANDOM and ctx.builder.n_calls < ctx.max_nodes and flag(draw):
+            # the same random call again, drawing on from the state the first left: never its equal
+            ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
     except StepRejected:
         pass
     finally:
-        ctx.focus_step = False
+        ctx.focus_step, ctx.aims = False, ()
+
+
+def _edge_step(draw, ctx: DrawContext) -> None:
+    """One of ``ctx.edges`` whole: the consumer on the producer's result (the latest one in the graph
+    half the time, else a new producer call), the arguments they share by name related."""
+    producer, consumer = choose(draw, ctx.edges)
+    b = ctx.builder
+    ctx.focus_step = True
+    try:
+        made = [v for v in b.values if v.call is not None and v.call[0] is producer]
+        if made and flag(draw):
+            source = made[-1]
+        else:
+            ctx.aims = aims_of(producer.overload)
+            args, kwargs = call_args(draw, ctx, producer)
+            source = b.call(producer, producer.overload, args, kwargs, keep=_keeper(draw))
+        if b.n_calls >= ctx.max_nodes:
+            return
+        ctx.prefer, ctx.chained, ctx.aims = source, True, aims_of(consumer.overload)
+        try:
+            args, kwargs = call_args(draw, ctx, consumer)
+        finally:
+            ctx.chained = False
+        if source.call is not None:
+            args, kwargs = related_args(draw, consumer, args, kwargs, source.call)
+        ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
+        b.focus_results.append(ctx.prefer)
+    except StepRejected:
+        pass
+    finally:
+        ctx.focus_step, ctx.aims = False, ()
+
+
+def related_args(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
+    """``(args, kwargs)`` of ``consumer`` related to the producer's call: each integer argument the
+    producer also has by name (``dim``, ``dim0``, ``start``) is the producer's value a third of the
+    time and one off it a sixth (a matcher's ``dim == cdim``, holding and just failing); a ``dtype``
+    is the producer's operand's a third of the time (a round trip of casts)."""
+    spec, p_args, p_kwargs = producer_call
+    names = [a.name for a in spec.overload._schema.arguments]
+    theirs = {**dict(zip(names, p_args)), **p_kwargs}
+    first = next((a for a in p_args if isinstance(a, Value)), None)
+    out, kw = list(args), dict(kwargs)
+    for i, a in enumerate(consumer.overload._schema.arguments):
+        here = out if i < len(out) else kw if a.name in kw else None
+        if here is None:
+            continue
+        key = i if here is out else a.name
+        if a.name == "dtype" and first is not None and isinstance(here[key], torch.dtype):
+            if draw(integers(0, 2)) == 0:
+                here[key] = first.tensor.dtype
+            continue
+        value = theirs.get(a.name)
+        if not _is_int(here[key]) or not _is_int(value):
+            continue
+        u = draw(integers(0, 5))
+        if u < 2:
+            here[key] = value
+        elif u == 2:
+            here[key] = value + (1 if flag(draw) else -1)
+    return tuple(out), kw
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _keeper(draw):
@@ -504,6 +594,12 @@ def _outputs(draw, b: GraphBuilder) -> None:
     outs = [calls[-1]] if calls else [placeholders[0]]
     for v in calls[:-1]:
         if v.pure and not v.node.users and not flag(draw):  # False (shrunk) = an output
+            outs.append(v)
+    # A focus op's result is returned too one time in four though later ops read it (as a joint graph
+    # returns what backward saves): a rewrite that changes its dtype or values can hide downstream
+    # (pow(int, 2.0) -> int mul, read by a float mul, gives the same float product).
+    for v in b.focus_results:
+        if v is not None and v.node in live and v.pure and v.node.users and draw(integers(0, 3)) == 3:
             outs.append(v)
     # Inputs returned as they are (a quarter of graphs, an eighth return two or more): what
     # repair passes exist for (Torch-TensorRT's repair_input_as_output), and what aliasing breaks.

@@ -15,7 +15,7 @@ from conformance.search import triggers
 from conformance.search.focus import resolve_focus
 from conformance.verify import Checker
 from conformance.search.triggers import discover, static_triggers
-from strategies import graphs
+from strategies import Focus, graphs
 
 aten = torch.ops.aten
 SCALE = 0.125
@@ -100,6 +100,78 @@ def test_static_discovery_follows_code_globals_closures_and_pattern_tables():
     assert patterns.ops == {"aten.hypot.default": "pattern", "aten.mm.default": "pattern"}
 
 
+class _Call:
+    """Shaped like Inductor's ``CallFunction``: ``fns`` and ``args`` (further patterns among them)."""
+
+    def __init__(self, fn, *args):
+        self.fns, self.args, self.kwargs = [fn], args, {}
+
+
+class _Entry:
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+
+class _PatternGraphs:
+    """A pattern table whose entries hold pattern graphs: ``add(mm(a, b), c)`` and ``exp(neg(x))``."""
+
+    def __init__(self):
+        self.patterns = {("call_function", aten.add.Tensor): [_Entry(_Call(aten.add.Tensor, _Call(aten.mm.default, 0, 1), 2))],
+                         ("call_function", aten.exp.default): [_Entry(_Call(aten.exp.default, _Call(aten.neg, 0)))]}
+
+    def __call__(self, graph):
+        return 0
+
+
+def _draws(strategy, n: int) -> list:
+    from conformance.search.triggers import _draw_cases
+
+    return _draw_cases(strategy, n, 0)
+
+
+def test_static_discovery_reads_the_edges_of_a_pattern_tables_pattern_graphs():
+    found = static_triggers(_PatternGraphs())
+    assert found.edges == {("aten.mm.default", "aten.add.Tensor"): "pattern", ("aten.neg.default", "aten.exp.default"): "pattern"}
+    assert static_triggers(pattern_pass).edges == {}  # a table without pattern graphs has no edges
+
+
+def select_of_unsqueeze(gm):
+    """``select(unsqueeze(x, d), d, i) -> x`` (a view of it): acts only on that edge under that
+    relation, the same ``d`` (its code names both ops; neither alone makes it act)."""
+    for n in list(gm.graph.nodes):
+        inner = n.args[0] if n.target == aten.select.int else None
+        if getattr(inner, "target", None) == aten.unsqueeze.default:
+            rank = inner.meta["val"].dim()
+            if n.args[1] % rank == inner.args[1] % rank:
+                with gm.graph.inserting_before(n):
+                    view = gm.graph.call_function(aten.alias.default, (inner.args[0],))  # a view, as the original
+                view.meta["val"] = n.meta["val"]
+                n.replace_all_uses_with(view)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _related_edges(case) -> int:
+    return sum(n.target == aten.select.int and getattr(n.args[0], "target", None) == aten.unsqueeze.default
+               and n.args[1] % n.args[0].meta["val"].dim() == n.args[0].args[1] % n.args[0].meta["val"].dim()
+               for n in case.gm.graph.nodes)
+
+
+def test_probes_confirm_the_edge_a_pass_matches_and_focus_draws_it_with_its_relation(tmp_path, monkeypatch):
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    found = discover(load_pass(select_of_unsqueeze), mutations=False)
+    assert ("aten.unsqueeze.default", "aten.select.int") in [e[:2] for e in found.edges]
+    assert ("aten.select.int", "aten.unsqueeze.default") not in [e[:2] for e in found.edges]  # never made it act
+    assert found.focus().edges == (("aten.unsqueeze.default", "aten.select.int"),)
+    ops = ["aten.unsqueeze.default", "aten.select.int"]
+    with_edge = _draws(graphs(focus=found.focus()), 200)
+    rows_only = _draws(graphs(focus=Focus(ops=ops)), 200)
+    assert sum(map(_related_edges, with_edge)) >= 2 * sum(map(_related_edges, rows_only)) + 10
+    result = verify(select_of_unsqueeze, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False)
+    assert result.ok and result.changed >= 10, ([v.message for v in result.violations], result.fire_text)
+
+
 def index_heavy(gm):
     """Reads node arguments by index and slice (node.args[1], args[:2], args[1:3]) and rewrites
     ``mul(x, 3.0)``: 3.0 is the pass's one number."""
@@ -119,6 +191,7 @@ def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
     found = discover(load_pass(relu_only_on_tensors), mutations=False)
     assert ("aten.relu.default", "probe") in found.ops
+    assert found.acting == ["aten.relu.default"] and found.focus().acting == ("aten.relu.default",)
     crashing = discover(load_pass(segfault_on_neg), mutations=False)  # the forked prober dies, this process not
     assert crashing.ops == [("aten.neg.default", "code")]
 
@@ -298,7 +371,9 @@ def test_focus_rows_do_not_depend_on_the_order_discovery_found_them():
 
 
 @pytest.mark.parametrize("plain, focused, weak", [(3, 0, True), (1, 0, True), (0, 0, False), (5, 1, True),
-                                                   (4, 1, False), (6, 6, False), (0, 4, False)])
+                                                   (4, 1, True), (1, 1, True), (4, 2, False), (6, 6, False),
+                                                   (0, 4, False), (0, 1, False), (8, 4, True), (6, 3, True),
+                                                   (5, 3, False)])
 def test_plain_did_better(plain, focused, weak):
     assert triggers._plain_did_better(plain, focused) is weak
 

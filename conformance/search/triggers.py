@@ -5,12 +5,15 @@
 - *pattern*: the targets an Inductor ``PatternMatcherPass`` keys its pattern table by;
 - *probe*: catalog ops whose one-op graph the pass changes;
 - *chain*: ops found so far, in short drawn chains the pass changes;
+- *edges*: producer -> consumer pairs the pass matches: from a pattern table's pattern graphs,
+  and, confirmed by probes (graphs drawn with the pair chained), from the pairs of ops its code
+  names and the pairs in the chains that made it act;
 - *payoff*: whether focused graphs make the pass act more often than plain ones. A generic pass
   (CSE, DCE) names ops in its code that are not what it acts on; focusing on them made it fire on
   fewer graphs and find its planted bug less often, so where plain graphs do clearly better (at
-  least twice as many changed, and three more), or the focused graphs changed none where plain
-  ones changed some (functorch's CSE names the random ops it never merges), the focus keeps a
-  quarter of the graphs (``WEAK_SHARE``).
+  least twice as many changed, and three more), or the focused graphs changed at most one where
+  plain ones changed as many (functorch's CSE names the random ops it never merges), the focus
+  keeps a quarter of the graphs (``WEAK_SHARE``).
 
 The result (``Triggers``) feeds ``strategies.Focus``; it is cached per pass and catalog, in
 process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance``).
@@ -25,6 +28,7 @@ import hashlib
 import inspect
 import json
 import math
+import operator
 import os
 import pathlib
 import re
@@ -51,6 +55,8 @@ _MAX_CONSTANTS = 12
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _PAYOFF_EXAMPLES = 24
+_EDGE_EXAMPLES = 8  # graphs drawn per candidate edge to confirm it
+_MAX_EDGE_OPS = 6  # pairs of the first this many code-named ops are candidate edges (36 at most)
 WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
 # Probing runs the pass some 250 times: a pass that takes 0.2 s per graph would keep the user
 # waiting for almost a minute before the first example. Probing stops after this long (the static
@@ -78,6 +84,8 @@ class Triggers:
     probes_cut: bool = False  # probing stopped at PROBE_BUDGET_S (a slow pass)
     share: float = Focus.share  # of graphs focused: WEAK_SHARE when plain graphs did better
     payoff: tuple = ()  # (plain, focused, n): of n graphs each, how many the pass changed
+    edges: list = dataclasses.field(default_factory=list)  # (producer, consumer, how): chained in focus
+    acting: list = dataclasses.field(default_factory=list)  # rows whose one-op graphs the pass changes
 
     @property
     def rows(self) -> tuple:
@@ -90,11 +98,16 @@ class Triggers:
         return {"ops": [{"op": n, "how": h} for n, h in self.ops], "not_in_catalog": list(self.not_in_catalog),
                 "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached,
                 "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
-                "weak": self.share < Focus.share}
+                "weak": self.share < Focus.share,
+                "edges": [{"producer": p, "consumer": c, "how": h} for p, c, h in self.edges],
+                "acting": list(self.acting)}
 
     def focus(self) -> Focus | None:
         rows = self.rows
-        return Focus(ops=rows, scalars=tuple(self.constants), share=self.share) if rows else None
+        edges = tuple((p, c) for p, c, _ in self.edges)
+        acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
+        return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
+                     acting=acting) if rows else None
 
 
 # --- static: the pass's code ----------------------------------------------------------------------
@@ -106,6 +119,7 @@ class _Walker:
     def __init__(self, root):
         self.local = _local_prefix(root)
         self.ops: dict = {}  # packet/overload name -> how
+        self.edges: dict = {}  # (producer name, consumer name) -> how
         self.missing: dict = {}
         self.constants: list = []
         self.seen: set = set()
@@ -165,13 +179,29 @@ class _Walker:
                 for value in vars(obj).values():
                     self.walk(getattr(value, "__func__", value), depth + 1)
         elif _is_pattern_pass(obj):
-            for key in obj.patterns:
+            for key, entries in obj.patterns.items():
                 self.op(key[1], "pattern")
+                for entry in (entries if isinstance(entries, (list, tuple)) else ())[:256]:
+                    self.pattern_edges(getattr(entry, "pattern", None), 0)
         elif not isinstance(obj, (str, bytes, int, float, complex, bool, type(None), torch.Tensor, types.ModuleType)):
             if self.is_local(type(obj)) or _is_pass_container(obj):
                 self.walk(type(obj), depth + 1)
                 for value in list(getattr(obj, "__dict__", {}).values())[:256]:
                     self.walk(value, depth + 1)
+
+    def pattern_edges(self, expr, depth: int) -> None:
+        """The producer -> consumer pairs of an Inductor pattern graph (``CallFunction(fn, *args)``
+        whose args hold further ``CallFunction``s), by catalog name."""
+        if depth > 16 or not hasattr(expr, "fns") or not hasattr(expr, "args"):
+            return
+        children = [*_flat(expr.args), *_flat(getattr(expr, "kwargs", {}).values())]
+        for child in children:
+            if hasattr(child, "fns"):
+                for consumer in map(op_name, expr.fns):
+                    for producer in map(op_name, child.fns):
+                        if producer and consumer:
+                            self.edges.setdefault((producer, consumer), "pattern")
+            self.pattern_edges(child, depth + 1)
 
     def is_local(self, obj) -> bool:
         module = getattr(obj, "__module__", None) or ""
@@ -253,6 +283,24 @@ def _is_index(instructions: list, i: int) -> bool:
         return False
     nxt = instructions[j]
     return nxt.opname in _INDEXING or (nxt.opname == "BINARY_OP" and nxt.argrepr == "[]")  # 3.14: subscript
+
+
+def _flat(items) -> list:
+    out = []
+    for item in items:
+        out.extend(_flat(item) if isinstance(item, (list, tuple)) else [item])
+    return out
+
+
+def op_name(op) -> str | None:
+    """The catalog name of an op: its row's where one row has it, else its packet's (None where the
+    catalog has neither)."""
+    if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return None
+    rows = rows_named(op)
+    if len(rows) == 1:
+        return rows[0].name
+    return packet_name(op) if rows else None
 
 
 def _local_prefix(obj) -> str:
@@ -352,69 +400,98 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     # which draws the same probe graphs itself. Without either (CUDA, no --isolate, so the search
     # runs in this process too) they run here: a crash would end the search as surely.
     worker = None if fork_is_safe() else current_worker()
-    args = (dict(found), tuple(walker.constants), mutations, timeout)
+    edges: dict = dict(walker.edges)
+    acting: list = []
+    args = (dict(found), dict(edges), tuple(walker.constants), mutations, timeout)
     if fork_is_safe() or worker is not None:
         try:
             if worker is None:
                 cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
                 plain_cases(mutations)
-                found, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
+                found, edges, acting, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
             else:
-                found, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
+                found, edges, acting, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
         except ChildDied as exc:
             if exc.raised:  # _probe catches what the pass raises: this is discovery's own failure
                 raise HarnessError(f"trigger discovery failed: {exc.reason}") from None
             # else the pass crashed the interpreter on a probe: the search finds that crash itself
     else:
         try:
-            found, cut, payoff = _probe(put, probe_cases(mutations), *args)
+            found, edges, acting, cut, payoff = _probe(put, probe_cases(mutations), *args)
         except Exception as exc:  # noqa: BLE001 - _probe catches what the pass raises, as above
             raise HarnessError(f"trigger discovery failed: {type(exc).__name__}: {exc}") from exc
     weak = bool(payoff) and _plain_did_better(*payoff[:2])
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
-                      share=WEAK_SHARE if weak else Focus.share, payoff=payoff)
+                      share=WEAK_SHARE if weak else Focus.share, payoff=payoff,
+                      edges=[(p, c, h) for (p, c), h in edges.items()], acting=list(acting))
     _store(key, result)
     return result
 
 
 def _plain_did_better(plain: int, focused: int) -> bool:
-    """Clearly better (not by a graph or two of noise), or the focus never made the pass act."""
-    return plain >= 2 * focused + 3 or (focused == 0 and plain > 0)
+    """Clearly better (not by a graph or two of noise: twice as many and three more, or twice as
+    many of at least six), or the focus showed nothing: it made the pass act on at most one graph,
+    and plain graphs did as well (the reference constant folding names ``_unsafe_view``: 1 and 1 of
+    24, then 0 of 100 focused graphs changed against 12 plain; export's replace_set_grad_with_hop
+    acts on grad regions, which one-op probes of in-place ops hold: 8 plain and 4 focused of 24,
+    then 0 of 40 focused graphs against 22 plain)."""
+    return plain >= 2 * focused + 3 or (plain >= 2 * focused and plain >= 6) or (plain > 0 and focused <= min(plain, 1))
 
 
-def _probe_drawn(put, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:
+def _probe_drawn(put, found: dict, edges: dict, constants: tuple, mutations: bool, timeout) -> tuple:
     """``_probe`` on probe graphs drawn in this process (a spawned worker's: the same graphs, as a
     seed draws the same graphs whatever the process imported)."""
     plain_cases(mutations)  # before _probe's time budget starts, as in a forked prober
-    return _probe(put, probe_cases(mutations), found, constants, mutations, timeout)
+    return _probe(put, probe_cases(mutations), found, edges, constants, mutations, timeout)
 
 
-def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) -> tuple:
-    """``(found, cut, payoff)``: ``found`` with the ops whose one-op graphs (and short chains) the
-    pass changes; ``cut`` when PROBE_BUDGET_S ran out first; ``payoff``: how many plain and how
-    many focused graphs the pass changed (empty when there is no focus or no time was left)."""
+def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bool, timeout) -> tuple:
+    """``(found, edges, acting, cut, payoff)``: ``found`` with the ops whose one-op graphs (and short
+    chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs it changes;
+    ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits); ``cut``
+    when PROBE_BUDGET_S ran out first; ``payoff``: how many plain and how many focused graphs the
+    pass changed (empty when there is no focus or no time was left)."""
     stop = time.monotonic() + PROBE_BUDGET_S
+    code_named = [name for name, how in found.items() if how == "code"]
+    alone = set()  # rows whose one-op graphs the pass changes: an edge through one of them adds nothing
+    named = {r for name in code_named for r in rows_named(name)}
     for row, row_cases in cases:
         if time.monotonic() > stop:
-            return found, True, ()
-        if row.name not in found and any(_acts(put, c, timeout) for c in row_cases):
-            found[row.name] = "probe"
+            return found, edges, _names(alone), True, ()
+        if (row.name not in found or row in named) and any(_acts(put, c, timeout) for c in row_cases):
+            found.setdefault(row.name, "probe")
+            alone.add(row)
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
+    candidates = dict.fromkeys((p, c) for p in code_named[:_MAX_EDGE_OPS] for c in code_named[:_MAX_EDGE_OPS])
     if rows:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False, random=True)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
             if time.monotonic() > stop:
-                return found, True, ()
+                return found, edges, _names(alone), True, ()
             if _acts(put, case, timeout):
+                acted_alone = any(node.op == "call_function" and set(rows_named(node.target)) & alone
+                                  for node in case.gm.graph.nodes)  # then no edge of it need be why
                 for node in case.gm.graph.nodes:
                     rows = rows_named(node.target) if node.op == "call_function" else ()
                     if rows and rows[0].name not in found and packet_name(node.target) not in found:
                         found[rows[0].name] = "chain"
-    focus = Triggers(ops=list(found.items()), constants=list(constants)).focus()
+                held = [] if acted_alone else list(dict.fromkeys(e for e in _edges_in(case.gm) if _adds_to(e, alone)))
+                if len(held) == 1:  # the pass acted on a graph holding this edge and no other
+                    edges.setdefault(held[0], "chain")
+                candidates.update(dict.fromkeys(held))  # else each must make it act by itself, below
+    for edge in candidates:
+        if edge in edges or not all(rows_named(n) for n in edge) or not _adds_to(edge, alone):
+            continue
+        if time.monotonic() > stop:
+            return found, edges, _names(alone), True, ()
+        if any(_acts(put, case, timeout) for case in _edge_cases(edge, mutations)):
+            edges[edge] = "probe"
+    focus = Triggers(ops=list(found.items()), constants=list(constants),
+                     edges=[(p, c, h) for (p, c), h in edges.items()], acting=_names(alone)).focus()
     if focus is None:
-        return found, False, ()
+        return found, edges, _names(alone), False, ()
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
     focused = _draw_cases(graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
                           _PAYOFF_EXAMPLES, 1)
@@ -423,10 +500,56 @@ def _probe(put, cases, found: dict, constants: tuple, mutations: bool, timeout) 
         n = 0
         for case in sample:
             if time.monotonic() > stop:
-                return found, True, ()
+                return found, edges, _names(alone), True, ()
             n += _acts(put, case, timeout)
         counts.append(n)
-    return found, False, (*counts, _PAYOFF_EXAMPLES)
+    return found, edges, _names(alone), False, (*counts, _PAYOFF_EXAMPLES)
+
+
+def _names(rows) -> list:
+    return [row.name for row in OPS if row in rows]  # catalog order: a set's order changes between processes
+
+
+def _adds_to(edge: tuple, alone: set) -> bool:
+    """Whether an edge says more than its ops: neither makes the pass act by itself."""
+    return not any(set(rows_named(n)) <= alone for n in edge)
+
+
+def _edges_in(gm) -> list:
+    """The ``(producer, consumer)`` catalog names of the call -> call edges of ``gm`` (a getitem
+    stands for the multi-result call it reads)."""
+    out = []
+    for node in gm.graph.nodes:
+        consumer = op_name(node.target) if node.op == "call_function" else None
+        for a in node.all_input_nodes if consumer else ():
+            if a.target is operator.getitem:
+                a = a.args[0]
+            producer = op_name(a.target) if a.op == "call_function" else None
+            if producer:
+                out.append((producer, consumer))
+    return out
+
+
+def _edge_cases(edge: tuple, mutations: bool) -> list:
+    """Up to ``_EDGE_EXAMPLES`` graphs of the edge alone (two calls, the consumer on the producer's
+    result), of three times as many drawn (an edge step can fail)."""
+    rows = [r for name in edge for r in rows_named(name) if mutations or r.category != "inplace"]
+    if not rows:
+        return []
+    try:
+        strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=(edge,)), min_nodes=2, max_nodes=3,
+                          mutations=mutations, special_values=False, random=True)
+    except strategies.InvalidArgument:  # an edge between rows this draw leaves out
+        return []
+    producers, consumers = (set(rows_named(name)) for name in edge)
+    held = [case for case in _draw_cases(strategy, 3 * _EDGE_EXAMPLES, 0)
+            if _calls(case.gm) == 2  # the edge and nothing else: another edge cannot be why the pass acted
+            and any(set(rows_named(p)) & producers and set(rows_named(c)) & consumers for p, c in _edges_in(case.gm))]
+    return held[:_EDGE_EXAMPLES]
+
+
+def _calls(gm) -> int:
+    return sum(n.op == "call_function" and n.target is not operator.getitem for n in gm.graph.nodes)
 
 
 # --- cache ----------------------------------------------------------------------------------------
@@ -478,7 +601,9 @@ def _load(key) -> Triggers | None:
         data = json.loads((cache_dir() / f"{key}.json").read_text())
         found = Triggers(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
                          constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
-                         share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())))
+                         share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
+                         edges=[(e["producer"], e["consumer"], e["how"]) for e in data.get("edges", ())],
+                         acting=list(data.get("acting", ())))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     _MEMORY[key] = found
@@ -499,4 +624,4 @@ def _store(key, found: Triggers) -> None:
         pass
 
 
-__all__ = ["Triggers", "discover", "static_triggers", "probe_cases", "cache_dir", "packet_name"]
+__all__ = ["Triggers", "discover", "static_triggers", "probe_cases", "cache_dir", "packet_name", "op_name"]
