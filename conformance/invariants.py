@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .oracle import describe, significant_strides
 
@@ -85,20 +89,64 @@ class Recorder(fx.Interpreter):
         return out
 
 
-def meta_val_errors(gm: fx.GraphModule, seen: dict) -> list:
-    """``meta['val']`` (where present) against what each node really produced: shape, dtype, strides."""
+def meta_val_errors(gm: fx.GraphModule, seen: dict, *, excuse=None) -> list:
+    """``meta['val']`` (where present) against what each node really produced: shape, dtype, strides.
+    ``excuse(node)``: a mismatch at that node is not an error (``fake_rederives``)."""
     errors = []
     for node, (shape, dtype, strides) in seen.items():
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor) or not _concrete(val.shape):
             continue
         got = (tuple(val.shape), val.dtype, significant_strides(val.shape, val.stride()) if _concrete(val.stride()) else strides)
-        if got != (shape, dtype, strides):
+        if got != (shape, dtype, strides) and not (excuse is not None and excuse(node)):
             want = f"{str(dtype).removeprefix('torch.')}{list(shape)} stride={_show(strides)}"
             have = f"{str(got[1]).removeprefix('torch.')}{list(got[0])} stride={_show(got[2])}"
             errors.append(f"meta['val']={have}, but should be {want} (what the node produces) "
                           f"[{node_label(gm, node)}]")
     return errors
+
+
+def fake_rederives(node: fx.Node) -> bool:
+    """Whether torch's fake-tensor propagation, run on the node's operands' ``meta['val']``, derives
+    the node's own ``meta['val']`` (shape, dtype, significant strides; a getitem's through the call
+    it reads). A pass that propagated fakes then did what torch says, and where eager produces
+    another layout the two halves of torch disagree (``strategies.eager_fake_disagreement``):
+    torch's finding, not the pass's."""
+    val = node.meta.get("val")
+    if not isinstance(val, FakeTensor):
+        return False
+    out = _fake_result(node, val.fake_mode)
+    return (isinstance(out, torch.Tensor) and out.shape == val.shape and out.dtype == val.dtype
+            and significant_strides(out.shape, out.stride()) == significant_strides(val.shape, val.stride()))
+
+
+def _fake_result(node: fx.Node, mode):
+    """The node's call re-run under ``mode`` on its operands' ``meta['val']``, or None."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        results = _fake_result(node.args[0], mode)
+        return results[node.args[1]] if isinstance(results, (tuple, list)) else None
+    if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+        return None  # (running a mutable op would change the operands' fakes)
+    missing = []
+
+    def meta_of(a):
+        if isinstance(a, fx.Node):
+            v = a.meta.get("val")
+            if v is None:
+                missing.append(a)
+            return v
+        return a
+
+    args, kwargs = pytree.tree_map(meta_of, (node.args, node.kwargs))
+    if missing:
+        return None
+    try:
+        with mode:
+            return node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - fake propagation refusing is no excuse
+        return None
 
 
 def _concrete(values) -> bool:

@@ -21,6 +21,7 @@ import operator
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 
 from ._result import SPECIALS
 
@@ -372,13 +373,49 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
     (outputs, inputs after, ``{target: constant after}`` for its tensor constants, ``{node name:
     dtype}`` of every tensor it computed).
 
-    Returns None when the graph cannot run that way (an op without a float64 kernel, say) or has
-    a random op (float64 draws other numbers from the same generator state); the oracle then falls
-    back to the dtype table alone.
+    Returns None when the graph cannot run that way (an op without a kernel for the dtypes it was
+    drawn with, say); the oracle then falls back to the dtype table alone. Random ops, and ops that
+    refuse float64 operands, run as drawn (see ``_AsDrawn``).
     """
-    if any(draws_random(n.target) for n in gm.graph.nodes if n.op == "call_function"):
-        return None
-    return _rerun(gm, inputs, fx.Interpreter, upcast_to=torch.float64)
+    return _rerun(gm, inputs, _AsDrawn, upcast_to=torch.float64)
+
+
+class _AsDrawn(fx.Interpreter):
+    """Random ops, and ops that refuse their upcast operands (``quantize_per_tensor`` takes float32
+    only), run on their operands cast back to the dtypes their ``meta['val']`` had, their floating
+    results upcast again: a random op then draws the numbers eager drew from the same generator
+    state (in float64 it draws others), and one op that takes no float64, even a dead one, no
+    longer leaves the whole graph without a reference."""
+
+    def run_node(self, n):
+        drawn = n.op == "call_function" and draws_random(n.target)
+        try:
+            if not drawn:
+                return super().run_node(n)
+        except Exception:  # noqa: BLE001 - retried as drawn; a second failure is the caller's
+            if n.op != "call_function":
+                raise
+        with self._set_current_node(n):
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            args = _recast(args, n.args)
+            kwargs = {k: _recast((v,), (n.kwargs.get(k),))[0] for k, v in kwargs.items()}
+            out = n.target(*args, **kwargs)
+        return pytree.tree_map(lambda t: t.to(torch.float64) if isinstance(t, torch.Tensor)
+                               and t.is_floating_point() else t, out)
+
+
+def _recast(values: tuple, nodes: tuple) -> tuple:
+    """``values`` (a call's operands, upcast) with each tensor whose node's ``meta['val']`` had another
+    floating dtype cast back to it."""
+    def back(v, a):
+        val = a.meta.get("val") if isinstance(a, fx.Node) else None
+        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor) and v.is_floating_point() \
+                and val.dtype.is_floating_point and v.dtype != val.dtype:
+            return v.to(val.dtype)
+        if isinstance(v, (list, tuple)) and isinstance(a, (list, tuple)) and len(v) == len(a):
+            return type(v)(back(x, y) for x, y in zip(v, a))
+        return v
+    return tuple(back(v, a) for v, a in zip(values, nodes))
 
 
 def draws_random(target) -> bool:

@@ -537,3 +537,56 @@ def test_an_empty_output_aliases_nothing():
     assert check(slices_to_copies, empty, (X, Y), properties=["aliasing"]).ok
     some = _graph(lambda g, x, y: [g.call_function(aten.slice.Tensor, (x, 0, 0, 1)), x])
     assert _props(check(slices_to_copies, some, (X, Y), properties=["aliasing"])) == {"aliasing"}
+
+
+# --- where eager and fake tensors disagree on a node the pass made, the pass is not at fault ---------
+
+
+def _batch_norm_graph():
+    """``_native_batch_norm_legit_no_training`` of a permuted input: eager returns a contiguous
+    result, fake propagation keeps the input's strides (a torch finding, FAKE_FINDINGS)."""
+    g = fx.Graph()
+    x, w, b = g.placeholder("x"), g.placeholder("w"), g.placeholder("b")
+    bn = g.call_function(torch.ops.aten._native_batch_norm_legit_no_training.default, (x, None, w, b, w, 0.1, 1e-5))
+    out = g.call_function(__import__("operator").getitem, (bn, 0))
+    g.output((out,))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    inputs = (torch.randn(2, 3, 1).permute(2, 1, 0), torch.randn(3), torch.rand(3) + 1)
+    return gm, inputs
+
+
+def _repropagate(gm):
+    """What many passes do at their end: meta['val'] afresh by fake-tensor propagation."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    gm = fx.GraphModule(gm, gm.graph)
+    inputs = [mode.from_tensor(n.meta["example"]) for n in gm.graph.nodes if n.op == "placeholder"]
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*inputs)
+    return gm
+
+
+def test_a_meta_val_that_fake_propagation_derives_is_not_the_passs_fault_where_eager_differs():
+    from strategies import attach_meta
+
+    gm, inputs = _batch_norm_graph()
+    for n, t in zip((n for n in gm.graph.nodes if n.op == "placeholder"), inputs):
+        n.meta["example"] = t
+    verdict = check(_repropagate, attach_meta(gm, clone_inputs(inputs)), inputs, device="cpu")
+    assert verdict.ok, [v.message for v in verdict.violations]
+
+
+def test_a_meta_val_neither_eager_nor_fake_propagation_derives_is_the_passs_fault():
+    from strategies import attach_meta
+
+    gm, inputs = _batch_norm_graph()
+
+    def wrong_strides(gm):
+        node = next(n for n in gm.graph.nodes if n.target is __import__("operator").getitem)
+        val = node.meta["val"]
+        node.meta["val"] = val.new_empty_strided(val.shape, (1, 2, 6))  # neither (6, 2, 1) nor (1, 1, 3)
+        return gm
+
+    verdict = check(wrong_strides, attach_meta(gm, clone_inputs(inputs)), inputs, device="cpu")
+    assert [v.property for v in verdict.violations] == ["validity"], [v.message for v in verdict.violations]
