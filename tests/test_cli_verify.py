@@ -136,7 +136,7 @@ def test_extra_arguments_and_a_context_from_the_command_line_reach_the_run_and_t
     assert r.returncode == 1 and "values violated" in r.stdout, r.stdout + r.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["options"]["pass_kwargs"] == {"scale": 2} and report["options"]["context"].endswith(":inside")
-    script = report["violations"][0]["repro_path"]
+    script = next(v["repro_path"] for v in report["violations"] if v["property"] == "values")
     repro = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
     assert repro.returncode == 1 and "values: output[0]" in repro.stdout, repro.stdout + repro.stderr
     r = _cli(*base, "--pass-arg", "scale")
@@ -166,7 +166,7 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path):
     report = json.loads((out / "r.json").read_text())
     assert report["schema_version"] == 1 and report["ok"] is False and report["seed"] == 0
     assert report["properties"]["values"]["violated"] is True
-    script = report["violations"][0]["repro_path"]
+    script = next(v["repro_path"] for v in report["violations"] if v["property"] == "values")
     root = ET.parse(out / "r.xml").getroot()
     assert root.find("testsuite").get("failures") == str(len(report["violations"]))
     assert "values" in (out / "r.md").read_text()

@@ -21,6 +21,10 @@ from tests.passes.op_families import addmm_dropping_beta, split_mm_reduction
 
 aten = torch.ops.aten
 
+# Issue 31's seed sweep: make test runs seed 0, make sweep (and make nightly) seeds 0-5; every bug is
+# caught and every twin is quiet and fires at each (docs/search-measurements.md has the figures).
+SEEDS = [0, *(pytest.param(s, marks=pytest.mark.sweep) for s in range(1, 6))]
+
 
 def _targets(case):
     return [n.target for n in case.gm.graph.nodes if n.op == "call_function"]
@@ -218,8 +222,7 @@ from tests.passes.op_families import OP_FAMILY_BUGS  # noqa: E402
 FAMILY_OPTIONS = {"layer_norm_unbiased": {"special_values": False}}
 
 
-# make test runs seed 0; seeds 1 and 2 are the sweep (make sweep, make nightly): all three pass
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", sorted(OP_FAMILY_BUGS))
 def test_op_family_bug_is_caught_within_200_graphs(name, seed):
     result = verify(OP_FAMILY_BUGS[name][0], seed=seed, repro_dir=None, device="cpu", shrink=False, **FAMILY_OPTIONS.get(name, {}))
@@ -227,7 +230,7 @@ def test_op_family_bug_is_caught_within_200_graphs(name, seed):
     assert result.examples <= 200 and "values" in {v.property for v in result.violations}
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", sorted(OP_FAMILY_BUGS))
 def test_op_family_twin_is_not_flagged_and_fires(name, seed):
     result = verify(OP_FAMILY_BUGS[name][1], seed=seed, repro_dir=None, device="cpu", shrink=False, **FAMILY_OPTIONS.get(name, {}))

@@ -1,5 +1,5 @@
 """Pattern bugs (tests/passes/patterns.py): rewrites that need an op chain, a constant or a dtype
-to fire. Each planted bug is caught at seeds 0, 1 and 2 with the default budget (200 graphs), and
+to fire. Each planted bug is caught at seeds 0-5 with the default budget (200 graphs), and
 its correct twin of the same shape is never flagged and is not vacuous (it fired). The seeds and
 budgets were measured on CPU draws (a CUDA machine draws other graphs), so the searches say
 device="cpu"."""
@@ -11,6 +11,10 @@ import pytest
 from conformance import verify
 from tests.passes.patterns import PATTERN_OPTIONS, PATTERNS
 
+# Issue 31's seed sweep: make test runs seed 0, make sweep (and make nightly) seeds 0-5; every bug is
+# caught and every twin is quiet and fires at each (docs/search-measurements.md has the figures).
+SEEDS = [0, *(pytest.param(s, marks=pytest.mark.sweep) for s in range(1, 6))]
+
 
 # Not caught at this seed since issue 15's catalog (ten more step kinds draw fewer pointwise chains
 # in the unfocused quarter): 22 of its 200 graphs were changed, none through a narrowing dtype.
@@ -20,8 +24,7 @@ WEAK_SINCE_ISSUE_15 = {
 }
 
 
-# make test runs seed 0; seeds 1 and 2 are the sweep (make sweep, make nightly): all three passed before issue 15
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_pattern_bug_is_caught(name, seed):
     result = verify(PATTERNS[name][0], seed=seed, repro_dir=None, device="cpu", shrink=False, **PATTERN_OPTIONS[name])
@@ -32,7 +35,7 @@ def test_pattern_bug_is_caught(name, seed):
     assert result.examples <= 200 and result.changed >= 1
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_correct_twin_is_not_flagged_and_fires(name, seed):
     result = verify(PATTERNS[name][1], seed=seed, repro_dir=None, device="cpu", shrink=False, **PATTERN_OPTIONS[name])

@@ -108,6 +108,7 @@ def test_a_correct_pass_over_seeds_is_not_flagged():
                         and torch.broadcast_shapes(c.meta["val"].shape, mm.meta["val"].shape) == mm.meta["val"].shape:
                     with gm.graph.inserting_before(node):
                         new = gm.graph.call_function(aten.addmm.default, (c, *mm.args))
+                    new.meta["val"] = node.meta["val"]  # a later add may read it (add(mm, add(mm, c)))
                     node.replace_all_uses_with(new)
                     gm.graph.erase_node(node)
         gm.recompile()

@@ -22,7 +22,7 @@ import torch
 import torch.fx as fx
 
 from tests.passes.patterns import _done, _is_call
-from tests.passes.planted import _insert_call, _val
+from tests.passes.planted import _in_layout_of, _insert_call, _val
 
 aten = torch.ops.aten
 _HALF = (torch.float16, torch.bfloat16)
@@ -110,6 +110,7 @@ def _decompose_softmax(gm: fx.GraphModule, subtract_max: bool) -> fx.GraphModule
             out = _insert_call(g, aten.div.Tensor, (e, total))
             if dtype in _HALF:
                 out = _insert_call(g, aten._to_copy.default, (out,), {"dtype": dtype})
+            out = _in_layout_of(g, out, _val(node))
         node.replace_all_uses_with(out)
         g.erase_node(node)
     return _done(gm)
@@ -144,6 +145,11 @@ def _decompose_layer_norm(gm: fx.GraphModule, correction: int) -> fx.GraphModule
             h = _insert_call(g, aten._to_copy.default, (x,), {"dtype": torch.float32}) if dtype in _HALF else x
             var = _insert_call(g, aten.var.correction, (h, dims), {"correction": correction, "keepdim": True})
             mean = _insert_call(g, aten.mean.dim, (h, dims, True))
+            # one correction step (the corrected two-pass mean): for equal elements the rounded mean can
+            # be an ulp off, and rstd (up to 1/sqrt(eps)) multiplies that into an error eager's Welford
+            # mean does not make (a row of three equal floats gave 3e-5 where eager gives 0)
+            mean = _insert_call(g, aten.add.Tensor, (mean, _insert_call(g, aten.mean.dim, (
+                _insert_call(g, aten.sub.Tensor, (h, mean)), dims, True))))
             rstd = _insert_call(g, aten.rsqrt.default, (_insert_call(g, aten.add.Tensor, (var, eps)),))
             out = _insert_call(g, aten.mul.Tensor, (_insert_call(g, aten.sub.Tensor, (h, mean)), rstd))
             if weight is not None:
@@ -153,6 +159,7 @@ def _decompose_layer_norm(gm: fx.GraphModule, correction: int) -> fx.GraphModule
             results = [out, mean, rstd]
             if dtype in _HALF:
                 results = [_insert_call(g, aten._to_copy.default, (r,), {"dtype": dtype}) for r in results]
+            results = [_in_layout_of(g, r, v) for r, v in zip(results, _val(node) or (None,) * 3)]
         for user in list(node.users):
             if user.target is not operator.getitem:
                 raise NotImplementedError(f"a user of native_layer_norm that is not a getitem: {user}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from tests.passes.planted import _insert_call, _output_node, _val
+from tests.passes.planted import _in_layout_of, _insert_call, _output_node, _val
 
 aten = torch.ops.aten
 
@@ -155,14 +155,18 @@ def invert_where_condition(gm: fx.GraphModule) -> fx.GraphModule:
 
 def canonicalize_where_condition(gm: fx.GraphModule) -> fx.GraphModule:
     """Twin: ``where(a < b, x, y) -> where(b > a, x, y)`` (the same predicate, NaN included), for a
-    tensor ``b`` (a scalar cannot come first)."""
+    tensor ``b`` (a scalar cannot come first). The result keeps the select's layout: with ``b``
+    first, the comparison's (and so the select's) strides follow ``b``'s, not ``a``'s."""
     for node, cond in _where_of_lt(gm):
         a, b = cond.args[0], cond.args[1]
         if not isinstance(b, fx.Node):
             continue
         with gm.graph.inserting_before(node):
             gt = _insert_call(gm.graph, aten.gt.Tensor, (b, a))
-        _replace(gm, node, aten.where.self, (gt, node.args[1], node.args[2]))
+            new = _in_layout_of(gm.graph, _insert_call(gm.graph, aten.where.self, (gt, node.args[1], node.args[2])),
+                                _val(node))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
     return _done(gm)
 
 

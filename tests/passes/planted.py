@@ -61,6 +61,27 @@ def _insert_call(graph, target, args, kwargs=None):
     return node
 
 
+def _in_layout_of(g: fx.Graph, out: fx.Node, like) -> fx.Node:
+    """``out`` in the memory layout of ``like`` (the replaced node's ``meta['val']``, what eager gave):
+    a decomposition's pointwise ops follow their operand's layout where the fused kernel may not (eager
+    ``_softmax`` of a transposed input is contiguous), and a layout is observable downstream
+    (``rand_like`` fills memory in order; a user's ``meta['val']`` records strides). ``like`` must
+    be dense (a permutation of a contiguous layout), as eager's results here are."""
+    val = _val(out)
+    if like is None or val is None or _significant(val) == _significant(like):
+        return out
+    rank = like.dim()
+    order = sorted(range(rank), key=lambda d: (-like.stride(d), d))  # outermost first
+    inverse = [order.index(d) for d in range(rank)]
+    moved = _insert_call(g, torch.ops.aten.permute.default, (out, order)) if order != list(range(rank)) else out
+    dense = _insert_call(g, torch.ops.aten.clone.default, (moved,), {"memory_format": torch.contiguous_format})
+    return _insert_call(g, torch.ops.aten.permute.default, (dense, inverse)) if order != list(range(rank)) else dense
+
+
+def _significant(t) -> tuple:
+    return () if t.numel() == 0 else tuple(st for n, st in zip(t.shape, t.stride()) if n > 1)
+
+
 def _is_op(target) -> bool:
     return isinstance(target, torch._ops.OpOverload)
 
