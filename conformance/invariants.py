@@ -8,7 +8,6 @@ import operator
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensor
 
 from .oracle import describe, significant_strides
 
@@ -107,45 +106,51 @@ def meta_val_errors(gm: fx.GraphModule, seen: dict, *, excuse=None) -> list:
 
 
 def fake_rederives(node: fx.Node) -> bool:
-    """Whether torch's fake-tensor propagation, run on the node's operands' ``meta['val']``, derives
-    the node's own ``meta['val']`` (shape, dtype, significant strides; a getitem's through the call
-    it reads). A pass that propagated fakes then did what torch says, and where eager produces
-    another layout the two halves of torch disagree (``strategies.eager_fake_disagreement``):
-    torch's finding, not the pass's."""
+    """Whether torch's meta kernels (what fake-tensor propagation runs), run on tensors with the
+    node's operands' ``meta['val']`` shapes, strides and dtypes, derive the node's own
+    ``meta['val']`` (shape, dtype, significant strides; a getitem's through the call it reads). A
+    pass that propagated fakes then did what torch says, and where eager produces another layout
+    the two halves of torch disagree (``strategies.eager_fake_disagreement``): torch's finding, not
+    the pass's. (On meta tensors, not in the node's FakeTensorMode: a pass's new nodes often carry
+    fakes of another mode, and mixing modes raises.)"""
     val = node.meta.get("val")
-    if not isinstance(val, FakeTensor):
+    if not isinstance(val, torch.Tensor) or not _concrete(val.shape) or not _concrete(val.stride()):
         return False
-    out = _fake_result(node, val.fake_mode)
-    return (isinstance(out, torch.Tensor) and out.shape == val.shape and out.dtype == val.dtype
+    out = _meta_result(node)
+    return (isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(val.shape) and out.dtype == val.dtype
             and significant_strides(out.shape, out.stride()) == significant_strides(val.shape, val.stride()))
 
 
-def _fake_result(node: fx.Node, mode):
-    """The node's call re-run under ``mode`` on its operands' ``meta['val']``, or None."""
+def _meta_result(node: fx.Node):
+    """The node's call re-run on meta tensors shaped like its operands' ``meta['val']``, or None."""
     if node.op != "call_function":
         return None
     if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
-        results = _fake_result(node.args[0], mode)
+        results = _meta_result(node.args[0])
         return results[node.args[1]] if isinstance(results, (tuple, list)) else None
     if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
-        return None  # (running a mutable op would change the operands' fakes)
+        return None  # (an in-place op's result is its operand's metadata, which it may change)
     missing = []
 
     def meta_of(a):
         if isinstance(a, fx.Node):
             v = a.meta.get("val")
-            if v is None:
+            if not isinstance(v, torch.Tensor) or not _concrete(v.shape) or not _concrete(v.stride()):
                 missing.append(a)
-            return v
+                return None
+            return torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device="meta")
+        if isinstance(a, torch.device):
+            return torch.device("meta")
         return a
 
     args, kwargs = pytree.tree_map(meta_of, (node.args, node.kwargs))
     if missing:
         return None
+    if "device" in kwargs:
+        kwargs["device"] = torch.device("meta")
     try:
-        with mode:
-            return node.target(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - fake propagation refusing is no excuse
+        return node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the meta kernel refusing is no excuse
         return None
 
 

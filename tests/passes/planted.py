@@ -67,9 +67,11 @@ def _in_layout_of(g: fx.Graph, out: fx.Node, like) -> fx.Node:
     ``_softmax`` of a transposed input is contiguous), and a layout is observable downstream
     (``rand_like`` fills memory in order; a user's ``meta['val']`` records strides). ``like`` must
     be dense (a permutation of a contiguous layout), as eager's results here are."""
-    val = _val(out)
-    if like is None or val is None or _significant(val) == _significant(like):
+    if like is None or _val(out) is None:
         return out
+    # Always restrided, even where out's fake meta already has like's layout: eager can give the
+    # decomposition another layout than its fakes say (a keepdim mean's strides feed a broadcast),
+    # and a copy in the layout is that layout in both.
     rank = like.dim()
     order = sorted(range(rank), key=lambda d: (-like.stride(d), d))  # outermost first
     inverse = [order.index(d) for d in range(rank)]
