@@ -95,6 +95,11 @@ def test_torch_pass_keeps_symbolic_graphs_symbolic(name):
     max_examples, seed = _budget()
     result = verify_row(name, max_examples, seed, dynamic=True, ir="aten", graphs="functional", seed_graphs=None,
                         focus="none", known=_known(name))
+    if result.ok and result.changed == 0:
+        # a pass that fires on one graph in eight changes none of 16 one seed in nine (joint_graph_passes
+        # did, at a random seed of make conformance): four times the graphs, at the same seed, first
+        result = verify_row(name, 4 * max_examples, result.seed, dynamic=True, ir="aten", graphs="functional",
+                            seed_graphs=None, focus="none", known=_known(name))
     assert result.ok, f"{name} (seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
         f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in result.violations)
     assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
