@@ -56,7 +56,7 @@ _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _PAYOFF_EXAMPLES = 24
 _EDGE_EXAMPLES = 8  # graphs drawn per candidate edge to confirm it
-_MAX_EDGE_OPS = 6  # pairs of the first this many code-named ops are candidate edges (36 at most)
+_MAX_EDGE_OPS = 4  # pairs of the first this many code-named ops are candidate edges (16 at most)
 WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
 # Probing runs the pass some 250 times: a pass that takes 0.2 s per graph would keep the user
 # waiting for almost a minute before the first example. Probing stops after this long (the static
@@ -532,7 +532,7 @@ def _edges_in(gm) -> list:
 
 def _edge_cases(edge: tuple, mutations: bool) -> list:
     """Up to ``_EDGE_EXAMPLES`` graphs of the edge alone (two calls, the consumer on the producer's
-    result), of three times as many drawn (an edge step can fail)."""
+    result), of twice as many drawn (an edge step can fail)."""
     rows = [r for name in edge for r in rows_named(name) if mutations or r.category != "inplace"]
     if not rows:
         return []
@@ -542,7 +542,7 @@ def _edge_cases(edge: tuple, mutations: bool) -> list:
     except strategies.InvalidArgument:  # an edge between rows this draw leaves out
         return []
     producers, consumers = (set(rows_named(name)) for name in edge)
-    held = [case for case in _draw_cases(strategy, 3 * _EDGE_EXAMPLES, 0)
+    held = [case for case in _draw_cases(strategy, 2 * _EDGE_EXAMPLES, 0)
             if _calls(case.gm) == 2  # the edge and nothing else: another edge cannot be why the pass acted
             and any(set(rows_named(p)) & producers and set(rows_named(c)) & consumers for p, c in _edges_in(case.gm))]
     return held[:_EDGE_EXAMPLES]
