@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 
 from . import _catalog as C
 from ._device import placed, record_attempt, rng_state, seeded, set_rng_state
@@ -139,7 +140,7 @@ class GraphBuilder:
             raise StepRejected(crash)
         inplace = spec is not None and spec.category == C.INPLACE
         random = spec is not None and spec.category == C.RANDOM
-        fakes = _map_tensors((real_args, real_kwargs), self.fresh_fake) if inplace else None  # before it writes
+        fakes = _map_tensors((real_args, real_kwargs), self.fake_of) if inplace else None  # before it writes
         if inplace:
             out = self._call_inplace(spec, target, args, real_args, real_kwargs)
         else:
@@ -182,7 +183,7 @@ class GraphBuilder:
         except TypeError:  # an unhashable argument
             key = None
         if fakes is None:
-            fakes = _map_tensors((args, kwargs), self.fresh_fake)
+            fakes = _map_tensors((args, kwargs), self.fake_of)
         verdict = fake_disagrees(self._fake_run(target, *fakes), out)
         if key is not None:
             if len(_FAKE_VERDICTS) > 50_000:
@@ -199,11 +200,6 @@ class GraphBuilder:
                 return target(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - any refusal is a disagreement with eager, which ran
             return exc
-
-    def fresh_fake(self, t: torch.Tensor):
-        if self._views is None:
-            self._views = FakeViews(self.fake_mode)
-        return self._views.fake_of(t)
 
     def remove_last(self, value: Value) -> None:
         """Take back ``value``, the last node added (a chain that could not finish)."""
@@ -399,13 +395,7 @@ def fake_disagreements() -> dict:
 
 
 def _map_tensors(obj, fn):
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_map_tensors(o, fn) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _map_tensors(v, fn) for k, v in obj.items()}
-    return obj
+    return pytree.tree_map_only(torch.Tensor, fn, obj)
 
 
 # Calls whose eager CPU kernels kill the process (SIGSEGV) on some arguments not pinned down (measured,

@@ -80,10 +80,6 @@ def _in_layout_of(g: fx.Graph, out: fx.Node, like) -> fx.Node:
     return _insert_call(g, torch.ops.aten.permute.default, (dense, inverse)) if order != list(range(rank)) else dense
 
 
-def _significant(t) -> tuple:
-    return () if t.numel() == 0 else tuple(st for n, st in zip(t.shape, t.stride()) if n > 1)
-
-
 def _is_op(target) -> bool:
     return isinstance(target, torch._ops.OpOverload)
 
