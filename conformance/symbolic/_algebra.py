@@ -90,7 +90,8 @@ class Z3Algebra:
         self.requires = []  # definedness, each as ``path => cond``
         self._path = []
         self._fresh = itertools.count()
-        self._floors = {}  # (P, Q) -> its fresh integer: one floor(x / n) however often it is written
+        self._floors = {}  # (P, Q) -> its floor term: one floor(x / n) however often it is written
+        self._floor_fn = z3.Function("__floor", z3.IntSort(), z3.IntSort(), z3.IntSort())
 
     # values are (P, Q): P a z3 term, Q a Python int (non-zero) or a z3 term
     def const(self, q: Fraction):
@@ -155,7 +156,10 @@ class Z3Algebra:
         key = (p.get_id(), q.get_id())
         if key in self._floors:  # FloorDiv(x, n) and ModularIndexing(x, 1, n) share floor(x / n): one integer,
             return self._floors[key], 1  # so their relation stays linear instead of a nonlinear equality
-        k = self._floors[key] = z3.Int(f"__floor{next(self._fresh)}")
+        # An application of one function, not a fresh integer: floor(a / q) == floor(b / q) wherever
+        # a == b then follows by congruence, where fresh integers need nonlinear reasoning z3 can time
+        # out on (ModularIndexing(floor(s1/2), 2, s0) == ModularIndexing(s1, 4, s0): 10 s, unknown)
+        k = self._floors[key] = self._floor_fn(p, q)
         self.defs.append(z3.Implies(q != 0, z3.If(q > 0, z3.And(q * k <= p, p < q * k + q),
                                                    z3.And(q * k >= p, p > q * k + q))))
         return k, 1
