@@ -2,7 +2,8 @@
 
 Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` must never be set
 there, and Triton gets its own cache directory): ``python -m tests._gpu_compile OUT.json
-[--targets sm_90,sm_80,gfx942] [--planted]``; each case is lowered once and compiled per target.
+[--targets sm_90,sm_80,gfx942] [--planted] [--spread]``; each case is lowered once and compiled per
+target (``--spread``: each op table case for one target in turn, a third of the time for three).
 The kernels are those of the golden graphs (tests/test_pointwise_golden.py) and, per op table row
 and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
 (the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
@@ -58,11 +59,14 @@ def planted_cases():
     yield "planted/strided", build(2, lambda g, c, a, b: [c(aten.sub.Tensor, a, b)]), (t, y), False
 
 
-def compile_all(targets, planted: bool) -> dict:
-    """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once."""
+def compile_all(targets, planted: bool, spread: bool = False) -> dict:
+    """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once.
+    ``spread``: the golden and planted cases for every target, the op table's cases each for one
+    (in turn), so every kernel is compiled and every target sees every kind of kernel."""
     cases = [*golden_cases(), *table_cases(), *(planted_cases() if planted else ())]
     out = {t: {"kernels": [], "seconds": 0.0} for t in targets}
-    for case, gm, inputs, dynamic in cases:
+    for k, (case, gm, inputs, dynamic) in enumerate(cases):
+        case_targets = [targets[k % len(targets)]] if spread and case.startswith("table/") else targets
         meta = tuple(_meta(t) for t in inputs)
         if case == "planted/wide_block":  # the interpreter's launch configuration, on a GPU
             lowered = _lower_with(lambda numel, interpreter, bits: (65536, 4), gm, meta)
@@ -75,7 +79,7 @@ def compile_all(targets, planted: bool) -> dict:
             common = {"case": case, "trig": "tl.sin(" in kernel.source or "tl.cos(" in kernel.source,
                       "element_bits": [d.itemsize * 8 for d in (*kernel.code.in_dtypes,
                                                           *(d for _, _, d in kernel.code.outputs))]}
-            for target in targets:
+            for target in case_targets:
                 start = time.perf_counter()
                 try:
                     figures = compile_for_target(kernel, target, values, disassemble=case.startswith("golden/")
@@ -110,6 +114,7 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated (default: all)")
     p.add_argument("--planted", action="store_true")
+    p.add_argument("--spread", action="store_true", help="each op table case for one target, in turn")
     args = p.parse_args(argv)
     targets = args.targets.split(",")
     if not set(targets) <= set(TARGETS):
@@ -119,7 +124,7 @@ def main(argv=None) -> int:
         print("TRITON_INTERPRET=1 is set: kernels cannot be compiled for a GPU here", file=sys.stderr)
         return 2
     with open(args.out, "w") as f:
-        json.dump({"pid": os.getpid(), "targets": compile_all(targets, args.planted)}, f)
+        json.dump({"pid": os.getpid(), "targets": compile_all(targets, args.planted, args.spread)}, f)
     return 0
 
 

@@ -42,6 +42,7 @@ from hypothesis.errors import Unsatisfiable
 import hypothesis
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
+from strategies._calls import DEQUANTIZE, QUANTIZE
 from strategies._device import cpu_support
 
 from .._errors import HarnessError
@@ -361,15 +362,27 @@ def probe_cases(mutations: bool) -> tuple:
     for i, row in enumerate(OPS):
         if (row.category == "inplace" and not mutations) or not cpu.runs_row(row):
             continue
-        # One op (and a getitem per result of a multi-result op); ops drawn whole (matmul,
-        # attention) get room for their operands.
+        # One op (and a getitem per result of a multi-result op, one for a list of tensors); ops drawn
+        # whole (matmul, attention) get room for their operands; dequantize gets the quantize that
+        # makes its int8 input (no leaf is int8). Both were never drawn while the list's getitem and
+        # the quantize had no room: 459 rejected draws a row, and a pass acting on split, chunk,
+        # unbind or dequantize alone was never seen to.
         results = row.overload._schema.returns
-        nodes = 1 + (len(results) if len(results) > 1 or str(results[0].type).endswith("[]") else 0)
-        strategy = graphs(ops=[row], min_nodes=1, max_nodes=nodes, max_inputs=4 if row.draws_whole_call else 2,
+        nodes = 1 + (len(results) if len(results) > 1 else isinstance(results[0].type, torch.ListType))
+        ops = [row]
+        if row.overload is DEQUANTIZE:
+            ops, nodes = [*rows_named(QUANTIZE), row], nodes + 1
+        strategy = graphs(ops=ops, min_nodes=1, max_nodes=nodes, max_inputs=4 if row.draws_whole_call else 2,
                           mutations=row.category == "inplace", random=row.category == "random",
                           special_values=False, constants=False)
+        if len(ops) > 1:  # a graph of the producer alone is no probe of the row
+            strategy = strategy.filter(functools.partial(_holds, row.overload))
         out.append((row, tuple(_draw_cases(strategy, _PROBES_PER_OP, i))))
     return tuple(out)
+
+
+def _holds(op, case) -> bool:
+    return any(node.target is op for node in case.gm.graph.nodes)
 
 
 def _acts(put, case, timeout) -> bool:
