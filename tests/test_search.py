@@ -501,3 +501,14 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("ops"))
     named = verify(_negs_to_muls, seed=0, max_examples=60, repro_dir=None, device="cpu", shrink=False)
     assert named.vacuous and named.examples == 60 and "unfocused_after" not in named.focus
+
+
+def test_every_row_the_cpu_runs_gets_its_probe_graphs():
+    """A list-returning op (split, chunk, unbind) needs its getitem and dequantize its quantize: with
+    no room for them they were never drawn (every draw rejected), so a pass acting on them alone was
+    never seen to."""
+    for row, cases in triggers.probe_cases(False):
+        assert len(cases) == triggers._PROBES_PER_OP, row.name
+        assert all(triggers._holds(row.overload, c) for c in cases), row.name
+    assert {"aten.split.Tensor", "aten.unbind.int", "quantized_decomposed.dequantize_per_tensor.default"} \
+        <= {row.name for row, _ in triggers.probe_cases(False)}
