@@ -16,6 +16,8 @@ instructions flush subnormal operands, eager CUDA does not.
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import operator
 
@@ -381,10 +383,19 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
     0.23891716, the truth 0.23799354, and a lowering's 0.23702015, as close to the truth, was flagged
     as 3x eager's error against a "reference" that was eager itself).
     """
+    class AsDrawn(_AsDrawn):
+        host_default = torch.get_default_dtype()
+
+    with _default_dtype(torch.float64):
+        return _rerun(gm, inputs, AsDrawn, upcast_to=torch.float64)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+    torch.set_default_dtype(dtype)
     try:
-        return _rerun(gm, inputs, _AsDrawn, upcast_to=torch.float64)
+        yield
     finally:
         torch.set_default_dtype(previous)
 
@@ -395,6 +406,8 @@ class _AsDrawn(fx.Interpreter):
     results upcast again: a random op then draws the numbers eager drew from the same generator
     state (in float64 it draws others), and one op that takes no float64, even a dead one, no
     longer leaves the whole graph without a reference."""
+
+    host_default = torch.float32  # the default dtype eager ran with: a random factory draws in it
 
     def run_node(self, n):
         drawn = n.op == "call_function" and draws_random(n.target)
@@ -408,7 +421,8 @@ class _AsDrawn(fx.Interpreter):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             args = _recast(args, n.args)
             kwargs = {k: _recast((v,), (n.kwargs.get(k),))[0] for k, v in kwargs.items()}
-            out = n.target(*args, **kwargs)
+            with _default_dtype(self.host_default):  # rand([3]) draws eager's float32 numbers
+                out = n.target(*args, **kwargs)
         return pytree.tree_map(lambda t: t.to(torch.float64) if isinstance(t, torch.Tensor)
                                and t.is_floating_point() else t, out)
 
