@@ -171,17 +171,14 @@ class DynamicCheck:
         def flat(v):
             return [x for item in v for x in flat(item)] if isinstance(v, tuple) else [v]
 
-        def at_example(e):
-            e = sympy.sympify(e)
-            return e.subs({s: self.examples[s.name] for s in e.free_symbols if s.name in self.examples})
-
+        env = _size_env(self.examples)
         old, new = flat(old), flat(new)
         if len(old) != len(new):
             return True  # a different structure: _equal says so
         for a, b in zip(old, new):
             if a is None or b is None:
                 continue
-            a, b = at_example(a), at_example(b)
+            a, b = sympy.sympify(a).xreplace(env), sympy.sympify(b).xreplace(env)
             if a.is_number and b.is_number and a != b:
                 return False
         return True
@@ -265,7 +262,7 @@ class DynamicCheck:
 
     def allowed(self, sizes: dict) -> bool:
         """Whether the original's guards hold at ``sizes``."""
-        env = {size_symbol(k): sympy.Integer(v) for k, v in sizes.items()}
+        env = _size_env(sizes)
         try:
             return all(bool(g.xreplace(env)) for g in self.guards)
         except (TypeError, ZeroDivisionError, ArithmeticError):
@@ -327,6 +324,11 @@ class DynamicCheck:
         return {"sizes_run": len(self.ran), "proofs": counts,
                 "prove_ms": round(sum(ms for _, ms in self.proofs), 3), "counterexamples": list(self.counterexamples),
                 "failed_at": [*self.counterexamples, *(s for s in self.failed_at if s not in self.counterexamples)]}
+
+
+def _size_env(sizes: dict) -> dict:
+    """``{"s0": 3}`` as a substitution of the size symbols."""
+    return {size_symbol(k): sympy.Integer(v) for k, v in sizes.items()}
 
 
 def _identity(node: fx.Node) -> tuple:
