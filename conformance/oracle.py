@@ -17,7 +17,6 @@ instructions flush subnormal operands, eager CUDA does not.
 from __future__ import annotations
 
 import contextlib
-
 import math
 import operator
 

@@ -118,6 +118,11 @@ def _expand_then_write(g, c, x):
 
 
 # name -> (how the harness reports it, a graph and inputs showing it, the torch behaviour)
+def _aliasing_message(pattern: str):
+    """A row's matcher: an aliasing violation whose whole message has this form."""
+    return lambda v: v.property == "aliasing" and re.fullmatch(pattern, v.message) is not None
+
+
 DIVERGENCES = {
     "views-become-copies": (
         lambda v: v.property == "aliasing" and "aliases nothing" in v.message,
@@ -125,17 +130,15 @@ DIVERGENCES = {
         "remove='mutations_and_views' turns views into *_copy ops: an output that is a view of an input in "
         "eager is a separate tensor (a caller writing into it no longer updates the input)"),
     "a-written-input-returned-twice-is-a-copy": (
-        lambda v: v.property == "aliasing" and re.fullmatch(
-            r"output\[\d+\] aliases output\[\d+\](, output\[\d+\])*, but should alias input\[\d+\] too "
-            r"\(as the original's does\)", v.message) is not None,
+        _aliasing_message(r"output\[\d+\] aliases output\[\d+\](, output\[\d+\])*, but should alias input\[\d+\] "
+                          r"too \(as the original's does\)"),
         lambda: (_graph(1, lambda g, c, x: [c(aten.neg_.default, x), x]), (torch.randn(3),)),
         "an input written in place and returned twice (the in-place op's result and the input) comes back as "
         "one new tensor, not the input: the two outputs alias each other only (found by make conformance, "
         "through scatter_add_)"),
     "a-written-empty-input-returned-is-a-new-object": (
-        lambda v: v.property == "aliasing" and re.fullmatch(
-            r"output\[\d+\] is a new tensor object \(empty\) but should be input\[\d+\] itself \(the original "
-            r"returns the input object\)", v.message) is not None,
+        _aliasing_message(r"output\[\d+\] is a new tensor object \(empty\) but should be input\[\d+\] itself "
+                          r"\(the original returns the input object\)"),
         lambda: (_graph(1, lambda g, c, x: [c(aten.neg_.default, x)]), (torch.randn(1, 0, 1),)),
         "an empty input written in place and returned comes back as a new tensor object, not the input "
         "(a non-empty one as a copy: views-become-copies) (found by make conformance, through ceil_)"),
