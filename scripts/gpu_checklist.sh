@@ -4,7 +4,7 @@
 #   make test's main pytest run (-n $WORKERS) and `fx-conformance verify` (default device: cuda) on
 #   the passes of tests/passes/ run side by side, each under its own deadline.
 # Everything lands in $OUT (at most 8 files come back): env.txt, pytest.log, junit.xml, verify.tsv,
-# verify.log, devices.tgz (the probed per-device table).
+# verify.log, probe.txt, devices.tgz (the probed per-device table).
 #
 #   bash scripts/gpu_checklist.sh [PYTEST_SECONDS] [VERIFY_SECONDS]
 set -u
@@ -88,6 +88,22 @@ one_verify() {  # name|expected|target options -> one line of verify.tsv
 }
 export -f one_verify; export VERIFY_S
 mkdir -p /tmp/vlog /tmp/repro
+
+# The device table first, alone and timed (every later process reads it from the cache): which
+# (row, dtype) killed or hung its probing process, or left a CUDA error, is printed.
+PROBE_S=${PROBE_S:-120}
+timeout -s INT "$PROBE_S" .venv/bin/python - <<'PY' 2>&1 | tee "$OUT/probe.txt"
+import time
+from strategies import _device
+t = time.time()
+s = _device.support_for("cuda")
+print(f"probe: {time.time() - t:.1f} s, {len(s.rows)} rows, {sum(map(len, s.refused_dtypes.values()))} refused dtypes, "
+      f"{len(s.refused_calls)} refused calls")
+for row, dtypes in sorted(s.refused_dtypes.items()):
+    for dtype, err in dtypes.items():
+        if any(w in err for w in ("its process", "CUDA error", "did not finish")):
+            print("  ", row, dtype, err[:200])
+PY
 
 # make test's first pytest line, less its CPU-capability reruns (a CPU matter, not the GPU's)
 timeout -s INT "$PYTEST_S" .venv/bin/python -m pytest ${PYTEST_PATHS:-tests benchmarks conformance/suite} -q -p no:cacheprovider \

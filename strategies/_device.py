@@ -357,58 +357,42 @@ def _to_cpu(obj):
     return obj
 
 
-def probe(device, rows=None, *, examples: int = 12) -> DeviceSupport:
+def probe(device, rows=None, *, examples: int = 12, isolate: bool | None = None,
+          prelude: str | None = None) -> DeviceSupport:
     """Learn ``device``'s table from the device: each row (default: the catalog) whose op has a
     kernel for the device is drawn there, one dtype it lists at a time, until a call of it at that
     dtype runs or ``examples`` graphs were drawn. A dtype no call ran at is refused for the row;
     a call the device raised on where the CPU ran it is a refused call (unless the same signature
-    ran too). Deterministic (derandomized draws); a few seconds on a GPU for the whole catalog."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import strategies as st
-    from hypothesis.errors import Unsatisfiable
+    ran too). Deterministic (derandomized draws).
 
-    from ._catalog import ALL_DTYPES, BOOL, INPLACE, RANDOM
-    from ._graphs import graphs
+    ``isolate`` (default: for any device but the CPU) probes in a child process, so that a call
+    that kills its process (a SIGSEGV in a GPU library, a device-side assert that poisons the CUDA
+    context, a hang) refuses its row's dtype instead of killing the caller: the child is started
+    again after the (row, dtype) it died on (``_probe_isolated``). Isolated rows are catalog rows
+    at any of their dtypes (the child finds them by name); ``prelude`` (``pkg.mod:fn``) is called in each child first."""
     from ._ops import OPS
 
     device = torch.device(device)
     rows = OPS if rows is None else tuple(rows)
     runs = [row for row in rows if has_kernel(row.overload, device.type)]
+    items = [(row.name, str(dtype).removeprefix("torch.")) for row in runs for dtype in sorted(row.dtypes, key=str)]
     log: list = []
     refused_dtypes: dict = {}
-    permissive = DeviceSupport(device.type, device_name(device), torch.__version__, "probe")
-
-    class _Ran(Exception):
-        pass
-
-    outer = getattr(_PROBE, "log", None)
-    _PROBE.log = log
-    try:
-        with _overridden(device.type, None, permissive):  # no refusals yet: the device decides
-            for row in runs:
-                for dtype in sorted(row.dtypes, key=str):
-                    name = str(dtype).removeprefix("torch.")
-                    drawn = dtype if dtype in ALL_DTYPES else torch.float32  # int8/uint8 come from quantize
-                    start = len(log)
-                    strategy = graphs(ops=[row], dtypes=st.sampled_from([drawn] + ([] if drawn in BOOL else [torch.bool])),
-                                      mutations=row.category == INPLACE, random=row.category == RANDOM,
-                                      max_nodes=3, device=device)
-
-                    try:
-                        body = given(strategy)(_stop_at_a_run(log, start, row.name, name, _Ran))
-                        settings(max_examples=examples, derandomize=True, database=None, phases=(Phase.generate,),
-                                 deadline=None, verbosity=Verbosity.quiet,
-                                 suppress_health_check=list(HealthCheck))(body)()
-                    except _Ran:
-                        continue
-                    except Unsatisfiable:  # nothing drawable at this dtype: refused below
-                        pass
-                    if any(op == row.name and err is None and dt == name for op, _, dt, err, _ in log[start:]):
-                        continue  # ran in a graph the strategy then rejected for another reason
-                    errors = [err for op, _, dt, err, _ in log[start:] if op == row.name and dt == name and err]
-                    refused_dtypes.setdefault(row.name, {})[name] = errors[0] if errors else "no call ran in the probe"
-    finally:
-        _PROBE.log = outer
+    if device.type != "cpu" if isolate is None else isolate:
+        catalog = {row.name: row for row in OPS}
+        custom = [row.name for row in runs if row.name not in catalog or replace(row, dtypes=catalog[row.name].dtypes)
+                  != catalog[row.name]]
+        if custom:
+            raise ValueError(f"an isolated probe finds its rows by name in the catalog (at any of their dtypes); "
+                             f"these are not catalog rows: {custom}")
+        outcomes = _probe_isolated(device, items, examples, prelude)
+    else:
+        by_name = {row.name: row for row in runs}
+        outcomes = (probe_item(device, by_name[name], dtype, examples) for name, dtype in items)
+    for (name, dtype), (entries, refusal) in zip(items, outcomes):
+        log.extend(entries)
+        if refusal is not None:
+            refused_dtypes.setdefault(name, {})[dtype] = refusal
     ran = {(op, sig) for op, sig, _, err, _ in log if err is None}
     refused_calls = {}
     for op, sig, _, err, cpu_runs in log:
@@ -417,6 +401,145 @@ def probe(device, rows=None, *, examples: int = 12) -> DeviceSupport:
     return DeviceSupport(device.type, device_name(device), torch.__version__, "probe",
                          refused_dtypes=refused_dtypes, refused_calls=refused_calls,
                          rows=frozenset(row.name for row in runs))
+
+
+def probe_item(device: torch.device, row, dtype_name: str, examples: int) -> tuple:
+    """``(log entries, refusal)`` of one row at one dtype: the calls the builder ran while drawing
+    graphs of the row at the dtype on ``device``, and why the dtype is refused (None: a call ran)."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
+
+    from ._catalog import ALL_DTYPES, BOOL, INPLACE, RANDOM
+    from ._graphs import graphs
+
+    dtype = getattr(torch, dtype_name)
+    drawn = dtype if dtype in ALL_DTYPES else torch.float32  # int8/uint8 come from quantize
+    log: list = []
+
+    class _Ran(Exception):
+        pass
+
+    outer = getattr(_PROBE, "log", None)
+    _PROBE.log = log
+    permissive = DeviceSupport(device.type, device_name(device), torch.__version__, "probe")
+    try:
+        with _overridden(device.type, None, permissive):  # no refusals yet: the device decides
+            strategy = graphs(ops=[row], dtypes=st.sampled_from([drawn] + ([] if drawn in BOOL else [torch.bool])),
+                              mutations=row.category == INPLACE, random=row.category == RANDOM,
+                              max_nodes=3, device=device)
+            body = given(strategy)(_stop_at_a_run(log, 0, row.name, dtype_name, _Ran))
+            settings(max_examples=examples, derandomize=True, database=None, phases=(Phase.generate,),
+                     deadline=None, verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck))(body)()
+    except _Ran:
+        return log, None
+    except Unsatisfiable:  # nothing drawable at this dtype: refused below
+        pass
+    finally:
+        _PROBE.log = outer
+    if any(op == row.name and err is None and dt == dtype_name for op, _, dt, err, _ in log):
+        return log, None  # ran in a graph the strategy then rejected for another reason
+    errors = [err for op, _, dt, err, _ in log if op == row.name and dt == dtype_name and err]
+    return log, errors[0] if errors else "no call ran in the probe"
+
+
+_ITEM_S = 120.0  # one (row, dtype) of an isolated probe; a child that takes longer is killed
+_START_S = 300.0  # a child's start-up, to its first item
+
+
+def _probe_isolated(device: torch.device, items: list, examples: int, prelude: str | None):
+    """Yield ``probe_item``'s outcome of each item, computed in child processes
+    (``python -m strategies._probe_worker``): one child probes the items in order and reports each
+    as a line of JSON; where it dies or hangs on one, that item is refused with how it died and a
+    new child goes on from the next."""
+    import queue
+    import subprocess
+    import sys
+    import tempfile
+
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    todo = list(items)
+    while todo:
+        argv = [sys.executable, "-m", "strategies._probe_worker", str(device), str(examples), prelude or ""]
+        with tempfile.TemporaryFile("w+") as err:
+            child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                     env=env)
+            child.stdin.write(json.dumps(todo))
+            child.stdin.close()
+            lines: queue.Queue = queue.Queue()
+            reader = threading.Thread(target=lambda: [lines.put(line) for line in child.stdout] + [lines.put(None)],
+                                      daemon=True)
+            reader.start()
+            started = None
+            while True:
+                try:  # the child's start-up (imports) is not an item's time
+                    line = lines.get(timeout=_ITEM_S if started else _START_S)
+                except queue.Empty:
+                    child.kill()
+                    child.wait()
+                    how = f"did not finish within {_ITEM_S if started else _START_S:.0f} s (killed)"
+                    break
+                if line is None:  # the child is gone
+                    code = child.wait()
+                    how = _death(code, err)
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:  # something else the child printed
+                    continue
+                if not isinstance(msg, dict):
+                    continue
+                if "start" in msg:
+                    started = tuple(msg["start"])
+                    continue
+                entries = [(op, tuple(sig), dt, e, cpu) for op, sig, dt, e, cpu in msg["log"]]
+                todo.pop(0)
+                started = None
+                yield entries, msg["refusal"]
+            if started is None:  # died between items (or before the first): nothing to blame
+                if not todo:
+                    return
+                raise RuntimeError(f"the device probe's child process {how} before probing {todo[0]}")
+            todo.pop(0)
+            yield [], f"{started[0]} at {started[1]}: {how} while probing it on {device}"
+
+
+def _death(code: int, err) -> str:
+    import signal
+
+    err.seek(0)
+    last = next((line.strip() for line in reversed(err.read().splitlines()) if line.strip()), "")
+    how = f"killed its process ({signal.Signals(-code).name})" if code < 0 else f"ended its process (exit {code})"
+    return f"{how}{': ' + last[:200] if last else ''}"
+
+
+def serve_probe(device: str, examples: int, prelude: str) -> None:
+    """The child of ``_probe_isolated``: probe the items read from stdin, each reported on stdout
+    (a ``start`` line, then its outcome). A CUDA error after an item poisons the context: the item
+    is refused with it and the process ends, for the parent to start a new one."""
+    import importlib
+    import sys
+
+    from ._ops import OPS
+
+    if prelude:
+        module, _, fn = prelude.partition(":")
+        getattr(importlib.import_module(module), fn)()
+    device = torch.device(device)
+    rows = {row.name: row for row in OPS}
+    for name, dtype in json.loads(sys.stdin.read()):
+        print(json.dumps({"start": [name, dtype]}), flush=True)
+        entries, refusal = probe_item(device, rows[name], dtype, examples)
+        poisoned = None
+        if device.type == "cuda":
+            try:
+                torch.cuda.synchronize(device)
+            except Exception as exc:  # noqa: BLE001 - an asynchronous error of this item's kernels
+                poisoned = f"{name} at {dtype}: a CUDA error after its calls ({str(exc).splitlines()[0]})"
+        print(json.dumps({"log": [list(e) for e in entries], "refusal": poisoned or refusal}), flush=True)
+        if poisoned:
+            os._exit(3)
 
 
 def _stop_at_a_run(log: list, start: int, row_name: str, dtype_name: str, stop: type):

@@ -8,6 +8,7 @@ tests check the drawing, not CUDA itself; on a CUDA machine the same graphs are 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -150,6 +151,38 @@ def test_the_probe_learns_what_the_device_refuses():
     assert torch.bool not in narrowed["aten.mm.default"] and torch.int64 in narrowed["aten.mm.default"]
     again = DeviceSupport.from_json(json.loads(json.dumps(found.to_json())))
     assert again == found
+
+
+def _rows(*names, dtypes=None):
+    """Catalog rows by name (at ``dtypes`` only, where given)."""
+    rows = tuple(r for r in OPS if r.name in names)
+    return rows if dtypes is None else tuple(dataclasses.replace(r, dtypes=r.dtypes & dtypes) for r in rows)
+
+
+@pytest.mark.parametrize("fault, how", [("segfault_on_neg", "SIGSEGV"),
+                                        ("hang_on_neg", "did not finish")])
+def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault, how, monkeypatch):
+    """A call that kills the probing process (a GPU library's SIGSEGV) or hangs refuses its row's
+    dtype, and the probe goes on in a new child: the other rows come out as an in-process probe
+    finds them."""
+    monkeypatch.setattr(_device, "_ITEM_S", 3.0)
+    two = frozenset({torch.float32, torch.int64})
+    rows = _rows("aten.abs.default", "aten.neg.default", "aten.mm.default", dtypes=two)
+    found = _device.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests._probe_faults:{fault}")
+    assert set(found.refused_dtypes["aten.neg.default"]) == {"float32", "int64"}
+    assert all(how in err and "aten.neg.default" in err for err in found.refused_dtypes["aten.neg.default"].values())
+    alone = _device.probe("cpu", _rows("aten.abs.default", "aten.mm.default", dtypes=two), examples=4, isolate=False)
+    assert {k: v for k, v in found.refused_dtypes.items() if k != "aten.neg.default"} == alone.refused_dtypes
+    assert found.rows == alone.rows | {"aten.neg.default"}
+
+
+def test_an_isolated_probe_is_the_in_process_one_when_nothing_dies():
+    rows = _rows("aten.abs.default", "aten.mm.default", "aten.bitwise_not.default", "aten.where.self")
+    assert _device.probe("cpu", rows, examples=6, isolate=True) == _device.probe("cpu", rows, examples=6, isolate=False)
+    fewer = _rows("aten.abs.default", dtypes=frozenset({torch.float16}))
+    assert _device.probe("cpu", fewer, isolate=True).rows == {"aten.abs.default"}  # a catalog row at fewer dtypes
+    with pytest.raises(ValueError, match="not catalog rows: \\['aten.sinc.default'\\]"):
+        _device.probe("cpu", (OpSpec(aten.sinc.default, POINTWISE, (TENSOR,), ANY),), isolate=True)
 
 
 def test_the_table_is_cached_per_torch_version_device_name_and_catalog(tmp_path, monkeypatch):

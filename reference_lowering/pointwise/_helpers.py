@@ -311,7 +311,7 @@ def _floordiv_float(dtype):
     return f"""
 @triton.jit
 def floordiv_{{S}}(a, b):
-    mod = a % b
+    mod = fmod_{{S}}(a, b)
     div = (a - mod) / b
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     fl = tl.floor(div)
@@ -325,8 +325,19 @@ def _remainder_float(dtype):
     return """
 @triton.jit
 def remainder_{S}(a, b):
-    mod = a % b
+    mod = fmod_{S}(a, b)
     return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+"""
+
+
+def _fmod(dtype):
+    # C's fmod, exact. The interpreter's float % is numpy's fmod; a GPU compiles % to frem, which
+    # is a - trunc(a / b) * b with an approximate division (fmod(1e30, 0.09) off by 1e30, H100):
+    # there it is libdevice's fmod (_GPU_BODIES), as eager CUDA's.
+    return """
+@triton.jit
+def fmod_{S}(a, b):
+    return a % b
 """
 
 
@@ -407,8 +418,9 @@ HELPERS = {
     "ipow": (_ipow, (), _I),
     "floordiv_int": (_floordiv_int, (), _I),
     "remainder_int": (_remainder_int, (), _I),
-    "floordiv": (_floordiv_float, ("signbit", "copysign"), _F),
-    "remainder": (_remainder_float, (), _F),
+    "fmod": (_fmod, (), _F),
+    "floordiv": (_floordiv_float, ("signbit", "copysign", "fmod"), _F),
+    "remainder": (_remainder_float, ("fmod",), _F),
     "bf16_round": (_bf16_round, (), (torch.float32,)),
     "bf16_widen": (_bf16_widen, (), (torch.float32,)),
     "bf16_narrow": (_bf16_narrow, (), (torch.float32,)),
@@ -475,12 +487,14 @@ _ROUNDED_HELPERS = {"floordiv"}
 # On a GPU, bf16 <-> fp32 are native conversions (cvt.rn.bf16x2.f32 rounds to nearest even and makes
 # NaN the positive quiet one, as c10 does); the interpreter truncates f32 -> bf16, so it gets the
 # same conversions by bits. A GPU's fma is the fma.rn instruction; the interpreter's is exact by fp64
-# (_fma). The kernel body is the same in both; only these helpers differ (``{S}``: the dtype suffix).
+# (_fma). A GPU's fmod is libdevice's (the kernel module imports it); the interpreter's, numpy's.
+# The kernel body is the same in both; only these helpers differ (``{S}``: the dtype suffix).
 _GPU_BODIES = {
     "bf16_round": "@triton.jit\ndef bf16_round_f32(x):\n    return x.to(tl.bfloat16).to(tl.float32)",
     "bf16_widen": "@triton.jit\ndef bf16_widen_f32(x):\n    return x.to(tl.float32)",
     "bf16_narrow": "@triton.jit\ndef bf16_narrow_f32(x):\n    return x.to(tl.bfloat16)",
     "fma": "@triton.jit\ndef fma_{S}(a, b, c):\n    return tl.fma(a, b, c)",
+    "fmod": "@triton.jit\ndef fmod_{S}(a, b):\n    return libdevice.fmod(a, b)",
 }
 
 

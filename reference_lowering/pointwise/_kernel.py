@@ -149,11 +149,18 @@ class _Op:
     def helper(self, name: str) -> str:
         return helper_name(name, arithmetic(self.dtype))
 
+    @property
+    def interpreter(self) -> bool:
+        """Whether the kernel is for the Triton interpreter (CPU tensors) rather than a GPU: eager's
+        CPU and CUDA kernels differ in a few forms (f16 ``pow`` by 0.5)."""
+        return self._gen.interpreter
+
 
 class _Codegen:
-    def __init__(self, block_shape: str = "[XBLOCK]"):
+    def __init__(self, block_shape: str = "[XBLOCK]", interpreter: bool = True):
         self.lines, self.cse, self.count = [], {}, 0
         self.block_shape = block_shape  # of every value: "[XBLOCK]", or "[YBLOCK, XBLOCK]" in a 2-D tile
+        self.interpreter = interpreter
 
     def name(self, expr: str) -> str:
         """A temporary holding ``expr`` (the same one for the same expression)."""
@@ -214,7 +221,7 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     else:
         block, num_warps = launch_config(int(numel) if not dynamic else None, interpreter, widest)
     block_shape = "[YBLOCK, XBLOCK]" if tile else "[XBLOCK]"
-    gen = _Codegen(block_shape)
+    gen = _Codegen(block_shape, interpreter)
     env, accesses = {}, []
 
     for i, node in enumerate(inputs):
@@ -282,7 +289,9 @@ def generate(nodes: list, inputs: list, outputs: list, info: dict, *, dynamic: b
     helpers = helper_sources(body, interpreter)
     digest = hashlib.sha1(("\n".join(params) + body + "\n".join(helpers)).encode()).hexdigest()
     name = f"pointwise_{digest[:12]}"
-    source = "\n\n\n".join(["import triton\nimport triton.language as tl", *helpers,
+    imports = "import triton\nimport triton.language as tl" + (
+        "\nfrom triton.language.extra import libdevice" if any("libdevice." in h for h in helpers) else "")
+    source = "\n\n\n".join([imports, *helpers,
                             f"@triton.jit\ndef {name}({', '.join(params)}):\n{body}"]) + "\n"
     return KernelSource(name=name, source=source, n_inputs=len(inputs), sizes=tuple(shape) if numel == 0 else sizes,
                         numel=numel, block=block, num_warps=num_warps, in_dtypes=tuple(info[n].dtype for n in inputs),

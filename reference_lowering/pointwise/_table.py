@@ -50,9 +50,18 @@ def _binary(emit, kind=DEFAULT, names=("self", "other"), **kw):
     return Row(names, kind, emit, **kw)
 
 
-def _alpha(o, value):
+def _plus_scaled(o, a, b, sign, names):
+    """``a + sign * alpha * b`` (add, sub, rsub). Eager computes floats as ``fma(b, sign * alpha, a)``,
+    rounded once: CUDA's ``a + alpha * b`` is contracted by nvcc, and the CPU's vectorized kernels call
+    ``vec::fmadd`` (so 1.7e38 - 2 * 1.7e38 is -1.7e38, not -inf). ``names``: the operands' schema names."""
     alpha = o.arg("alpha", 1)
-    return value if alpha == 1 else f"({value} * {o.const(alpha)})"
+    op = "+" if sign > 0 else "-"
+    if alpha == 1:
+        return f"{a} {op} {b}"
+    if not o.is_float:
+        return f"{a} {op} ({b} * {o.const(alpha)})"
+    a, b = (x if o.tensor(n) else _filled_expr(o, x) for x, n in zip((a, b), names))  # helpers take blocks
+    return _f(o, "fma", b, _filled(o, sign * alpha), a)
 
 
 def _f(o, name, *args):
@@ -91,6 +100,12 @@ def _div_mode(o):
     return (_trunc_div if mode == "trunc" else _floor_div)(o, o.self, o.other)
 
 
+def _fmod(o, a, b):
+    # Triton's integer % is C's (truncating) remainder; a float's is the fmod helper (exact: a GPU
+    # compiles a float % to frem, a - trunc(a / b) * b with an approximate division)
+    return _f(o, "fmod", a, b) if o.is_float else f"{a} % {b}"
+
+
 def _div_mode_kind(args):
     return INT_TO_FLOAT if args.get("rounding_mode") is None else DEFAULT
 
@@ -107,10 +122,11 @@ def _pow(o, base, exponent):
         scalar = float(torch.tensor(float(scalar), dtype=o.dtype))
         exponent = o.const(scalar)
     # eager's pow_tensor_scalar takes these exponents through cheaper exact forms (and so must we:
-    # sqrt(-inf) is NaN where C's pow(-inf, 0.5) is inf); f16 skips the sqrt forms (measured, CPU).
+    # sqrt(-inf) is NaN where C's pow(-inf, 0.5) is inf); on the CPU f16 skips the sqrt forms, on CUDA
+    # it takes them (measured: eager CUDA's f16 pow(-inf, 0.5) is NaN, pow(-0., -0.5) -inf, H100).
     special = {2.0: f"{base} * {base}", 3.0: f"{base} * {base} * {base}", -1.0: f"1 / {base}",
                -2.0: f"1 / ({base} * {base})"}
-    if o.dtype != torch.float16:
+    if o.dtype != torch.float16 or not o.interpreter:
         special.update({0.5: f"tl.sqrt({base})", -0.5: f"tl.rsqrt({base})"})
     if scalar is not None and float(scalar) in special:
         return special[float(scalar)]
@@ -159,7 +175,11 @@ def _lerp(o):
 
 def _filled(o, value):
     """A block of the constant ``value`` (helpers take blocks)."""
-    return o.name(f"tl.full({o.block_shape}, {o.const(value)}, {o.triton_type})")
+    return _filled_expr(o, o.const(value))
+
+
+def _filled_expr(o, expr):
+    return o.name(f"tl.full({o.block_shape}, {expr}, {o.triton_type})")
 
 
 def _sign(o):
@@ -227,11 +247,11 @@ TRITON: dict = {
     aten._to_copy.default: _unary(lambda o: o.self, SELF, unsupported=_to_copy_unsupported),  # the cast is the store's
     torch.ops.prims.convert_element_type.default: Row(("a",), SELF, lambda o: o.a),  # decompositions' cast
     # ---- binary arithmetic (alpha scales the second operand) -------------------------------------
-    aten.add.Tensor: _binary(lambda o: f"{o.self} + {_alpha(o, o.other)}"),
-    aten.add.Scalar: _binary(lambda o: f"{o.self} + {_alpha(o, o.other)}"),
-    aten.sub.Tensor: _binary(lambda o: f"{o.self} - {_alpha(o, o.other)}"),
-    aten.sub.Scalar: _binary(lambda o: f"{o.self} - {_alpha(o, o.other)}"),
-    aten.rsub.Scalar: _binary(lambda o: f"{o.other} - {_alpha(o, o.self)}"),  # other - alpha * self
+    aten.add.Tensor: _binary(lambda o: _plus_scaled(o, o.self, o.other, 1, ("self", "other"))),
+    aten.add.Scalar: _binary(lambda o: _plus_scaled(o, o.self, o.other, 1, ("self", "other"))),
+    aten.sub.Tensor: _binary(lambda o: _plus_scaled(o, o.self, o.other, -1, ("self", "other"))),
+    aten.sub.Scalar: _binary(lambda o: _plus_scaled(o, o.self, o.other, -1, ("self", "other"))),
+    aten.rsub.Scalar: _binary(lambda o: _plus_scaled(o, o.other, o.self, -1, ("other", "self"))),  # other - alpha * self
     aten.mul.Tensor: _binary(lambda o: f"{o.self} * {o.other}"),
     aten.mul.Scalar: _binary(lambda o: f"{o.self} * {o.other}"),
     aten.div.Tensor: _binary(lambda o: f"{o.self} / {o.other}", INT_TO_FLOAT),  # true division
@@ -240,8 +260,8 @@ TRITON: dict = {
     aten.floor_divide.default: _binary(lambda o: _floor_div(o, o.self, o.other)),
     aten.remainder.Tensor: _binary(lambda o: _f(o, "remainder" if o.is_float else "remainder_int", o.self, o.other)),
     aten.remainder.Scalar: _binary(lambda o: _f(o, "remainder" if o.is_float else "remainder_int", o.self, o.other)),
-    aten.fmod.Tensor: _binary(lambda o: f"{o.self} % {o.other}"),  # Triton's % is C's fmod / truncating
-    aten.fmod.Scalar: _binary(lambda o: f"{o.self} % {o.other}"),
+    aten.fmod.Tensor: _binary(lambda o: _fmod(o, o.self, o.other)),
+    aten.fmod.Scalar: _binary(lambda o: _fmod(o, o.self, o.other)),
     aten.pow.Tensor_Tensor: _binary(lambda o: _pow(o, o.self, o.exponent), BOOL_TO_LONG, ("self", "exponent")),
     aten.pow.Tensor_Scalar: _binary(lambda o: _pow(o, o.self, o.exponent), BOOL_TO_LONG, ("self", "exponent")),
     aten.maximum.default: _binary(lambda o: _max(o, o.self, o.other)),  # NaN propagates
