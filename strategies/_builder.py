@@ -184,7 +184,12 @@ class GraphBuilder:
             key = None
         if fakes is None:
             fakes = _map_tensors((args, kwargs), self.fake_of)
-        verdict = fake_disagrees(self._fake_run(target, *fakes), out)
+        fake = self._fake_run(target, *fakes)
+        if target in FIRST_RESULT_ONLY and isinstance(fake, (tuple, list)) and isinstance(out, (tuple, list)):
+            # results no node reads are not the graph's (torch 2.11's meta kernel of the CPU flash
+            # attention gives a float32 logsumexp for float64 inputs, eager a float64 one)
+            fake, out = fake[:1], out[:1]
+        verdict = fake_disagrees(fake, out)
         if key is not None:
             if len(_FAKE_VERDICTS) > 50_000:
                 _FAKE_VERDICTS.clear()

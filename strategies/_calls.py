@@ -246,7 +246,8 @@ def rule_group_norm(draw, ctx, spec):
 # The overloads the composite dispatches to, each with its own kernel (the CPU flash one, the CUDA ones).
 _CUDA_FLASH = aten._scaled_dot_product_flash_attention.default
 _BIASED = (aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_cudnn_attention.default)
-_FUSED = (aten._scaled_dot_product_flash_attention_for_cpu.default, _CUDA_FLASH, *_BIASED)
+_CUDA_FUSED = (_CUDA_FLASH, *_BIASED)
+_FUSED = (aten._scaled_dot_product_flash_attention_for_cpu.default, *_CUDA_FUSED)
 
 
 def rule_sdpa(draw, ctx, spec):
@@ -254,6 +255,11 @@ def rule_sdpa(draw, ctx, spec):
     flash = op is aten._scaled_dot_product_flash_attention_for_cpu.default
     fused = op in _FUSED
     head = (lambda d: _wide(d, ctx)) if ctx.large else (lambda d: _side(d))
+    if op in _CUDA_FUSED:
+        # the CUDA kernels take head sizes in multiples of 8 (the composite pads others first; the H100,
+        # torch 2.11: flash "head_size must be a multiple of 8", cuDNN "hidden_dim should be multiple of
+        # 8", efficient attention on f16/bf16 "cutlassF: no kernel found to launch")
+        head = (lambda d: 8 * _side(d, 1, 16 if ctx.large else 2))
     q = _ranked(draw, ctx, spec.dtypes, (4,),
                 lambda d: (_side(d, 1, 2), _side(d, 1, 2), _side(d), head(d)), fits=lambda s: s[-1] > 0)
     bsz, heads, length, e = q.tensor.shape

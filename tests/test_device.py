@@ -27,12 +27,15 @@ from strategies._device import DeviceSupport, op_name, relocate, signature, simu
 
 aten = torch.ops.aten
 H100 = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-census.json"
+# what the device probe learnt on that H100 the next day (the cuDNN attention killed its process at
+# float16 and float64; the CUDA attention overloads' dtypes and head sizes)
+H100_PROBE = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-probe.json"
 _SETTINGS = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                      suppress_health_check=list(HealthCheck))
 
 
-def _h100() -> DeviceSupport:
-    return DeviceSupport.from_json(json.loads(H100.read_text()))
+def _h100(path: pathlib.Path = H100) -> DeviceSupport:
+    return DeviceSupport.from_json(json.loads(path.read_text()))
 
 
 def _calls(case_or_gm):
@@ -89,8 +92,9 @@ def _census(device: str, support=None, **options) -> collections.Counter:
                                                "aten._scaled_dot_product_flash_attention_for_cpu",
                                                "aten.scaled_dot_product_attention"])],
                          ids=["catalog", "refused-families"])
-def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(options):
-    h100 = _h100()
+@pytest.mark.parametrize("table", [H100, H100_PROBE], ids=["census", "probe"])
+def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(options, table):
+    h100 = _h100(table)
     seen = _census("cuda", h100, **options)
     calls = {k: n for k, n in seen.items() if k[0] != "device" and k[0] != "input on"}
     for (op, sig), n in calls.items():
@@ -178,7 +182,8 @@ def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault
 
 def test_an_isolated_probe_is_the_in_process_one_when_nothing_dies():
     rows = _rows("aten.abs.default", "aten.mm.default", "aten.bitwise_not.default", "aten.where.self")
-    assert _device.probe("cpu", rows, examples=6, isolate=True) == _device.probe("cpu", rows, examples=6, isolate=False)
+    alone = _device.probe("cpu", rows, examples=6, isolate=False)
+    assert _device.probe("cpu", rows, examples=6, isolate=True, jobs=2) == alone  # two children, two rows each
     fewer = _rows("aten.abs.default", dtypes=frozenset({torch.float16}))
     assert _device.probe("cpu", fewer, isolate=True).rows == {"aten.abs.default"}  # a catalog row at fewer dtypes
     with pytest.raises(ValueError, match="not catalog rows: \\['aten.sinc.default'\\]"):
@@ -277,16 +282,21 @@ def _opinfo_cuda_refusals() -> dict:
 
 
 def test_the_recorded_h100_refusals_agree_with_torchs_opinfo_database():
-    """Every dtype the H100 refused a row at is one OpInfo declares CUDA does not run (integer
-    matmuls); the table is test data, and this is its cross-check a CPU can run."""
+    """Every dtype the H100 refused a row at (the census, and the probe) is one OpInfo declares CUDA
+    does not run (integer matmuls); the tables are test data, and this is their cross-check a CPU
+    can run. The probe's refusals of the attention overloads (no OpInfo of their own) are the
+    kernels' own messages: dtypes they do not take, or a SIGSEGV."""
     opinfo = _opinfo_cuda_refusals()
-    h100 = _h100()
-    checked = 0
-    for row, refused in h100.refused_dtypes.items():
-        if row in opinfo:
-            assert set(refused) <= opinfo[row], (row, set(refused) - opinfo[row])
-            checked += 1
-    assert checked >= 5  # mm, bmm, addmm, baddbmm, addmv, dot
+    for path in (H100, H100_PROBE):
+        h100 = _h100(path)
+        checked = 0
+        for row, refused in h100.refused_dtypes.items():
+            if row in opinfo:
+                assert set(refused) <= opinfo[row], (path.name, row, set(refused) - opinfo[row])
+                checked += 1
+            else:
+                assert "attention" in row, (path.name, row)
+        assert checked >= 6  # mm, bmm, addmm, baddbmm, addmv, dot
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -305,3 +315,58 @@ def test_on_cuda_graphs_are_drawn_and_run_on_the_gpu_with_its_probed_table():
                       "aten._scaled_dot_product_flash_attention.default") for op, _ in calls)
     assert seen["device", "cuda:0"] + seen["device", "cuda"] and not seen["device", "cpu"]
     assert seen["input on", "cuda"] and not seen["input on", "cpu"]
+
+
+@st.composite
+def _cuda_attention_args(draw):
+    """rule_sdpa's arguments for one of the CUDA fused attention overloads (drawn, never run)."""
+    from strategies._args import DrawContext
+    from strategies._builder import GraphBuilder, StepRejected
+    from strategies._calls import rule_sdpa
+    from strategies._meta import shared_fake_mode
+    from strategies._ops import rows_named
+
+    name = draw(st.sampled_from(["aten._scaled_dot_product_flash_attention.default",
+                                 "aten._scaled_dot_product_efficient_attention.default",
+                                 "aten._scaled_dot_product_cudnn_attention.default"]))
+    builder = GraphBuilder(fake_mode=shared_fake_mode())
+    ctx = DrawContext(builder, st.just(torch.float16), st.just((1, 2, 3, 5)), 4, False, False,
+                      large=draw(st.booleans()))
+    try:
+        return rule_sdpa(draw, ctx, rows_named(name)[0])[0]
+    except StepRejected:
+        return None
+
+
+@settings(max_examples=40, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_cuda_attention_args())
+def test_the_cuda_attention_overloads_are_drawn_with_head_sizes_in_multiples_of_8(args):
+    """What the H100 refused otherwise (torch 2.11): flash "head_size must be a multiple of 8", cuDNN
+    "hidden_dim should be multiple of 8", efficient attention on f16/bf16 "no kernel found"."""
+    if args is not None:
+        q, k, v = (a.tensor for a in args[:3])
+        assert q.shape[-1] % 8 == 0 and k.shape[-1] % 8 == 0 and v.shape[-1] % 8 == 0, (q.shape, k.shape, v.shape)
+
+
+def test_results_no_node_reads_are_not_held_to_fake_tensors(monkeypatch):
+    """torch 2.11's meta kernel of the CPU flash attention gives a float32 logsumexp for float64
+    inputs (eager: float64), which made every float64 call of it undrawable there (the H100 run).
+    The logsumexp is never read (FIRST_RESULT_ONLY): only the first result is held to the fakes."""
+    from strategies import _builder
+    from strategies._meta import shared_fake_mode
+
+    flash = aten._scaled_dot_product_flash_attention_for_cpu.default
+    q = torch.randn(1, 1, 3, 8, dtype=torch.float64)
+    out = flash(q, q, q, 0.0, False)
+    builder = _builder.GraphBuilder(fake_mode=shared_fake_mode())
+    run = builder._fake_run
+
+    def like_torch_2_11(target, args, kwargs):
+        result = run(target, args, kwargs)
+        return (result[0], result[1].to(torch.float32)) if target is flash else result
+
+    monkeypatch.setattr(builder, "_fake_run", like_torch_2_11)
+    monkeypatch.setattr(_builder, "_FAKE_VERDICTS", {})
+    assert builder._fake_check(flash, (q, q, q, 0.0, False), {}, None, out) is None
+    wrong = (out[0].to(torch.float32), out[1])  # the first result is still held to them
+    assert "float32" in builder._fake_check(flash, (q, q, q, 0.0, False), {}, None, wrong)
