@@ -510,7 +510,7 @@ def _probe_isolated(device: torch.device, items: list, examples: int, prelude: s
             reader = threading.Thread(target=lambda: [lines.put(line) for line in child.stdout] + [lines.put(None)],
                                       daemon=True)
             reader.start()
-            started = None
+            started, finished = None, 0
             while True:
                 try:  # the child's start-up (imports) is not an item's time
                     line = lines.get(timeout=_ITEM_S if started else _START_S)
@@ -534,11 +534,13 @@ def _probe_isolated(device: torch.device, items: list, examples: int, prelude: s
                     continue
                 entries = [(op, tuple(sig), dt, e, cpu) for op, sig, dt, e, cpu in msg["log"]]
                 todo.pop(0)
-                started = None
+                started, finished = None, finished + 1
                 yield entries, msg["refusal"]
-            if started is None:  # died between items (or before the first): nothing to blame
+            if started is None:  # ended between items (after a poisoned one), or before the first
                 if not todo:
                     return
+                if finished:
+                    continue
                 raise RuntimeError(f"the device probe's child process {how} before probing {todo[0]}")
             todo.pop(0)
             yield [], f"{started[0]} at {started[1]}: {how} while probing it on {device}"
@@ -548,7 +550,8 @@ def _death(code: int, err) -> str:
     import signal
 
     err.seek(0)
-    last = next((line.strip() for line in reversed(err.read().splitlines()) if line.strip()), "")
+    last = next((line.strip() for line in reversed(err.read().splitlines())
+                 if line.strip() and "Warning:" not in line), "")  # torch's C++ warnings say nothing of it
     how = f"killed its process ({signal.Signals(-code).name})" if code < 0 else f"ended its process (exit {code})"
     return f"{how}{': ' + last[:200] if last else ''}"
 
@@ -570,15 +573,23 @@ def serve_probe(device: str, examples: int, prelude: str) -> None:
     for name, dtype in json.loads(sys.stdin.read()):
         print(json.dumps({"start": [name, dtype]}), flush=True)
         entries, refusal = probe_item(device, rows[name], dtype, examples)
-        poisoned = None
-        if device.type == "cuda":
-            try:
-                torch.cuda.synchronize(device)
-            except Exception as exc:  # noqa: BLE001 - an asynchronous error of this item's kernels
-                poisoned = f"{name} at {dtype}: a CUDA error after its calls ({str(exc).splitlines()[0]})"
+        error = device_error(device)
+        poisoned = f"{name} at {dtype}: a CUDA error after its calls ({error})" if error else None
         print(json.dumps({"log": [list(e) for e in entries], "refusal": poisoned or refusal}), flush=True)
         if poisoned:
             os._exit(3)
+
+
+def device_error(device: torch.device) -> str | None:
+    """The asynchronous error ``device``'s kernels left (a CUDA error poisons the context: every
+    later call fails), or None."""
+    if device.type != "cuda":
+        return None
+    try:
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - any error of the kernels launched so far
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
 
 
 def _stop_at_a_run(log: list, start: int, row_name: str, dtype_name: str, stop: type):

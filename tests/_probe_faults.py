@@ -30,3 +30,13 @@ def segfault_on_neg():
 
 def hang_on_neg():
     _planted(lambda: time.sleep(3600))
+
+
+def poison_after_neg():
+    """As an illegal memory access in a kernel of neg would: the error shows after its calls, and
+    the context is lost (the child refuses the item and ends itself)."""
+    from strategies import _device
+
+    ran = []
+    _planted(lambda: ran.append(True))
+    _device.device_error = lambda device: "an illegal memory access was encountered (planted)" if ran else None

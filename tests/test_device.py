@@ -163,8 +163,8 @@ def _rows(*names, dtypes=None):
     return rows if dtypes is None else tuple(dataclasses.replace(r, dtypes=r.dtypes & dtypes) for r in rows)
 
 
-@pytest.mark.parametrize("fault, how", [("segfault_on_neg", "SIGSEGV"),
-                                        ("hang_on_neg", "did not finish")])
+@pytest.mark.parametrize("fault, how", [("segfault_on_neg", "SIGSEGV"), ("hang_on_neg", "did not finish"),
+                                        ("poison_after_neg", "a CUDA error after its calls (an illegal memory")])
 def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault, how, monkeypatch):
     """A call that kills the probing process (a GPU library's SIGSEGV) or hangs refuses its row's
     dtype, and the probe goes on in a new child: the other rows come out as an in-process probe
