@@ -413,6 +413,19 @@ def test_reinterpreting_written_memory_as_another_dtype_is_refused():
     assert both[1].tolist() == [1065353216, 1065353216]
 
 
+def test_an_empty_input_read_through_a_dtype_view_keeps_the_views_dtype():
+    """x0 float32[0], view.dtype(x0, int32) reshaped to [1, 0] and written in place, then returned: the
+    output came back float32 (make conformance, seed 601579088 of 14695ec): the storage's flat value
+    was taken from the first node on it, the float32 input. It is now that node reinterpreted."""
+    def body(g, c, x):
+        r = c(aten.reshape.default, c(aten.view.dtype, x, torch.int32), [1, 0])
+        a = c(aten.abs.default, r)
+        return [c(aten.add_.Scalar, r, 0), a]
+    verdict = check(lambda gm, sample_inputs: functionalize(gm, sample_inputs), build(1, body),
+                    (torch.zeros(0),), ensure=["functional"])
+    assert verdict.ok, verdict
+
+
 def test_contract_epilogue_is_only_a_trailing_run():
     """A copy_ into an input in the middle of the graph, before more compute, is not an epilogue."""
     gm = build(1, lambda g, c, x: [c(aten.mul.Tensor, c(aten.copy_.default, x, c(aten.neg.default, x)), 2)])

@@ -74,7 +74,7 @@ class Walk:
         self.flat = {}  # storage key -> emitted 1-D node of the whole storage (written storages)
         self.flat_len = {}  # storage key -> its flat's length
         self.flat_dtype = {}  # storage key -> its flat's dtype
-        self.witness = {}  # storage key -> an emitted node on that storage with current data
+        self.witness = {}  # storage key -> {dtype: an emitted node on that storage with current data}
         self.replays = {}  # (key, version, metadata) -> emitted as_strided node
         self.callers = {}  # storage key -> [(source node, metadata before)] of placeholders and constants
         self.n_inputs = 0
@@ -96,7 +96,7 @@ class Walk:
             k = _key(value)
             self.defined[node] = (self.version[k], _meta(value))
             if emitted is not None and k not in self.flat:
-                self.witness.setdefault(k, emitted)
+                self.witness.setdefault(k, {}).setdefault(value.dtype, emitted)
         elif isinstance(value, (tuple, list)):  # a getitem of it later reads each element as defined now
             self.defined[node] = [(self.version[_key(t)], _meta(t)) if isinstance(t, torch.Tensor) else None
                                   for t in value]
@@ -141,9 +141,22 @@ class Walk:
             inputs = [i for i, t in enumerate(self.inputs) if isinstance(t, torch.Tensor) and _key(t) == k]
             if inputs:  # a caller's storage: only as far as the graph's views of it reach
                 n = max(self.extents.get(i, 0) for i in inputs)
-            self.flat[k] = self.emit(aten.as_strided.default, self.witness[k], [n], [1], 0)
+            self.flat[k] = self.emit(aten.as_strided.default, self._witness(k, value.dtype), [n], [1], 0)
             self.flat_len[k], self.flat_dtype[k] = n, value.dtype
         return self.flat[k]
+
+    def _witness(self, k, dtype: torch.dtype) -> fx.Node:
+        """A node on storage ``k`` read as ``dtype``: one defined so, or another dtype's of the same
+        element size reinterpreted (``view.dtype``: a float32 input read through an int32 view)."""
+        held = self.witness[k]
+        if dtype in held:
+            return held[dtype]
+        other, node = next(iter(held.items()))
+        if other.itemsize != dtype.itemsize:
+            raise LoweringError(f"a storage held as {other} is also used as {dtype} (view(dtype) reinterpretation "
+                                f"of written memory is not supported)")
+        held[dtype] = self.emit(aten.view.dtype, node, dtype)
+        return held[dtype]
 
     def write(self, target: torch.Tensor, new: fx.Node) -> None:
         """Record that eager wrote ``new``'s value into ``target`` (an alias of some storage)."""
