@@ -290,18 +290,23 @@ def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
 
 
 @contextmanager
-def graph_run():
+def graph_run(gm: fx.GraphModule | None = None):
     """Runs a graph (or a pass, which may run one): grad mode is as it was afterwards (a graph's
     ``_set_grad_enabled`` nodes may change it), and torch's generators are seeded with
     ``strategies.RNG_SEED`` first and restored afterwards, so random ops draw the same values on
-    every run: the values drawn graphs were built with, and what a pass must keep."""
+    every run: what a pass must keep. Where ``gm`` (the graph about to run) holds random ops, they
+    draw in their results' logical order (``_random.logical_order``): a pass that only changes
+    the layout of a random op's operand keeps its values."""
     from strategies import RNG_SEED
+
+    from ._random import has_random_ops, logical_order
 
     grad = torch.is_grad_enabled()
     with torch.random.fork_rng():
         torch.manual_seed(RNG_SEED)
         try:
-            yield
+            with logical_order() if gm is not None and has_random_ops(gm) else nullcontext():
+                yield
         finally:
             torch._C._set_grad_enabled(grad)
 

@@ -280,7 +280,7 @@ class DynamicCheck:
         inputs = self.shapes.inputs_at(self.inputs, sizes)
         exp_in = clone_inputs(inputs)
         try:
-            with graph_run():
+            with graph_run(self.gm):
                 expected = self.gm(*exp_in)
         except Exception:  # noqa: BLE001 - the original does not hold here either (a size torch's guards miss)
             return None
@@ -288,7 +288,7 @@ class DynamicCheck:
         where = f"at {sizes_text(sizes, self.examples)}"
         act_in = clone_inputs(inputs)
         try:
-            with graph_run():
+            with graph_run(after):
                 actual = after(*act_in)
         except Exception as exc:  # noqa: BLE001
             return (f"{where}: running the result raised {type(exc).__name__}: {first_line(exc)}, but should run "

@@ -24,6 +24,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from ._random import draws_random
 from ._result import SPECIALS
 
 # dtype -> (rtol, atol): torch.testing.assert_close's defaults (torch/testing/_comparison.py).
@@ -163,7 +164,7 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
     """
     from .adapters import graph_run, restorage
 
-    with graph_run():
+    with graph_run(gm):
         expected = _leaves(gm(*restorage(inputs)))
     actual = list(actual)
     if len(actual) != len(expected):
@@ -440,13 +441,6 @@ def _recast(values: tuple, nodes: tuple) -> tuple:
     return tuple(back(v, a) for v, a in zip(values, nodes))
 
 
-def draws_random(target) -> bool:
-    """An op that draws from the generator (``rand_like``, ``native_dropout``); attention ops carry
-    the same tag for their dropout, and draw nothing at ``dropout_p=0``, as drawn graphs call them."""
-    return (isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
-            and "scaled_dot_product" not in target.__name__)
-
-
 def scalar_path_run(gm: fx.GraphModule, inputs: tuple):
     """Run ``gm`` as eager would with every elementwise op on its scalar CPU kernel, as
     ``reference_run`` returns it (or None where it cannot run, or nothing is on the CPU).
@@ -570,7 +564,7 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
                     dtypes[n.name] = out.dtype
                 return out
 
-        with graph_run():
+        with graph_run(ref):
             outputs = Recorder(ref).run(*ref_inputs)
         return outputs, ref_inputs, tensor_constants(ref), dtypes
     except Exception:  # noqa: BLE001 - any failure only means "no such run available"

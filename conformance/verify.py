@@ -232,7 +232,7 @@ class _Run:
     def _meta(self, after):
         rec = Recorder(after)
         try:
-            with graph_run():
+            with graph_run(after):
                 rec.run(*clone_inputs(self.inputs))
         except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
             self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
@@ -251,7 +251,7 @@ class _Run:
         eager about a degenerate layout's strides), keyed by node name and message."""
         rec = Recorder(self.gm)
         try:
-            with graph_run():
+            with graph_run(self.gm):
                 rec.run(*clone_inputs(self.inputs))
         except Exception:  # noqa: BLE001 - the original's interpreter run failing is not the pass's
             return set()
@@ -431,7 +431,7 @@ def _grad_state(a, e, what: str) -> str | None:
 
 def _call(gm, inputs):
     """Run ``gm``: (outputs, grad mode right after the run); grad mode is then restored."""
-    with graph_run():
+    with graph_run(gm):
         out = gm(*inputs)
         return out, torch.is_grad_enabled()
 
@@ -508,7 +508,7 @@ def _node(gm, node) -> str:
 def _run_failure(after, inputs, exc) -> str:
     rec = Recorder(after)
     try:
-        with graph_run():
+        with graph_run(after):
             rec.run(*clone_inputs(inputs))
     except Exception:  # noqa: BLE001 - we only want the failing node
         pass
