@@ -33,7 +33,10 @@ def _contiguous(obj):
 
 
 class logical_order(TorchDispatchMode):  # noqa: N801 - used as a context manager, like torch's modes
-    """The mode of the module docstring (entered only around graphs that hold random ops)."""
+    """The mode of the module docstring (entered only around graphs that hold random ops). Higher-
+    order ops (a lowered graph's ``triton_kernel_wrapper_mutation``) run as they would without it."""
+
+    supports_higher_order_operators = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -84,3 +84,19 @@ def test_in_place_draws_on_a_strided_tensor_keep_eagers_layout_and_logical_numbe
     want_out = torch.rand(3, 4)
     assert got.stride() == base.stride() and out.stride() == base.stride()
     assert torch.equal(got, want) and torch.equal(out, want_out)
+
+
+def test_a_lowered_graph_with_random_ops_runs_its_kernels():
+    """The mode lets higher-order ops through: rand_like beside a lowered kernel
+    (triton_kernel_wrapper_mutation) raised NotImplementedError in the mode (make conformance,
+    seeds 156368142 and 2553381437 of 8e65989), a harness fault reported as the lowering's."""
+    from reference_lowering.pointwise import lower_pointwise
+
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    g.output((g.call_function(aten.abs.default, (g.call_function(aten.rand_like.default, (x,)),)),))
+    verdict = check(lambda gm, sample_inputs: lower_pointwise(gm, sample_inputs),
+                    fx.GraphModule(torch.nn.Module(), g), (torch.randn(3, 2, device="cpu"),),
+                    properties=["validity", "values"])
+    assert verdict.ok, verdict.violations
+    assert verdict.changed
