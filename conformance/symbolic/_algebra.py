@@ -84,8 +84,16 @@ class PyAlgebra:
 class Z3Algebra:
     """Translation into z3 integer arithmetic; ``defs`` and ``requires`` hold the side conditions."""
 
-    def __init__(self):
+    def __init__(self, abstract_products: bool = False):
         self.symbols = {}  # name -> z3 Int
+        # With ``abstract_products``, a product of two or more non-constant terms is an application of
+        # one uninterpreted function (``__mul``), factors in a fixed order: an over-approximation (real
+        # multiplication is one interpretation of it), so a claim proved so is proved, and equal factors
+        # give equal products by congruence, where z3's nonlinear arithmetic can time out
+        # (s0 * floor(floor(s0/2)/2) against s0 * (s0 // 4): unknown after 60 s).
+        self.abstract_products = abstract_products
+        self.abstracted = False  # whether a product was abstracted (else the two translations agree)
+        self._mul_fn = z3.Function("__mul", z3.IntSort(), z3.IntSort(), z3.IntSort())
         self.defs = []  # defining constraints of fresh integers: always asserted
         self.requires = []  # definedness, each as ``path => cond``
         self._path = []
@@ -112,9 +120,26 @@ class Z3Algebra:
             num, den = num * q + p * den, den * q
         return num, den
 
+    def _times(self, terms):
+        """The product of z3 terms: ``z3.Product``, or with ``abstract_products`` the constants times
+        ``__mul`` folded over the other factors (symbols first, then by their text)."""
+        if not self.abstract_products:
+            return _product(terms)
+        terms = [z3.simplify(t) for t in terms]
+        consts = [t for t in terms if z3.is_int_value(t)]
+        others = sorted((t for t in terms if not z3.is_int_value(t)),
+                        key=lambda t: (not z3.is_const(t), t.sexpr()))
+        if len(others) < 2:
+            return _product(terms)
+        self.abstracted = True
+        acc = others[0]
+        for t in others[1:]:
+            acc = self._mul_fn(acc, t)
+        return _product([*consts, acc]) if consts else acc
+
     def mul(self, xs):
         xs = list(xs)
-        num = _product([p for p, _ in xs])
+        num = self._times([p for p, _ in xs])
         ints = [q for _, q in xs if isinstance(q, int)]
         terms = [q for _, q in xs if not isinstance(q, int)]
         den = math.prod(ints)
@@ -140,7 +165,7 @@ class Z3Algebra:
         if n == 0:
             return z3.IntVal(1), 1
         p, q = x
-        return _product([p] * n), q ** n if isinstance(q, int) else _product([q] * n)
+        return self._times([p] * n), q ** n if isinstance(q, int) else _product([q] * n)
 
     def floor(self, x):
         p, q = x

@@ -103,6 +103,9 @@ def _expr(e, what: str):
         raise UsageError(f"{what}={e!r} is not a sympy expression") from None
 
 
+_ABSTRACT_MS = 2_000  # the first attempt, with products abstracted (UF and linear arithmetic: quick or never)
+
+
 def _prove(claim, sides, assumptions, timeout_ms, premise=None):
     if not isinstance(timeout_ms, int) or timeout_ms <= 0:
         raise UsageError(f"timeout_ms={timeout_ms!r}, but should be a positive integer")
@@ -111,19 +114,33 @@ def _prove(claim, sides, assumptions, timeout_ms, premise=None):
     symbols = set().union(*(e.free_symbols for e in (*sides, *given)))
     assumed = [*symbol_assumptions(symbols), *given]
 
-    z = Z3Algebra()
-    for s in sorted(symbols, key=lambda s: s.name):  # z3's model depends on creation order: make it fixed
-        z.symbol(s.name)
-    T = Translator(z)
-    goal = claim(z, T)
-    hypotheses = [T.condition(a) for a in assumed]
-    if premise is not None:  # an implication whose hypothesis never holds (where defined) proves nothing
-        hypotheses.append(T.condition(premise))
-    solver = z3.Solver()
-    solver.set(timeout=timeout_ms)
-    solver.add(*z.defs, *z.requires, *hypotheses)
-    answer = solver.check(z3.Not(goal))
+    def translated(abstract_products: bool):
+        z = Z3Algebra(abstract_products)
+        for s in sorted(symbols, key=lambda s: s.name):  # z3's model depends on creation order: make it fixed
+            z.symbol(s.name)
+        T = Translator(z)
+        goal = claim(z, T)
+        hypotheses = [T.condition(a) for a in assumed]
+        if premise is not None:  # an implication whose hypothesis never holds (where defined) proves nothing
+            hypotheses.append(T.condition(premise))
+        solver = z3.Solver()
+        solver.add(*z.defs, *z.requires, *hypotheses)
+        return z, goal, solver
+
     elapsed = lambda: round((time.perf_counter() - start) * 1e3, 3)  # noqa: E731
+    # First with products of non-constant terms abstracted (Z3Algebra): congruence proves what nonlinear
+    # arithmetic may not; a claim not proved so is decided by the exact translation below.
+    z, goal, solver = translated(abstract_products=True)
+    if z.abstracted:
+        solver.set(timeout=min(timeout_ms, _ABSTRACT_MS))
+        if solver.check(z3.Not(goal)) == z3.unsat:
+            z, goal, solver = translated(abstract_products=False)  # are the premises satisfiable, exactly?
+            solver.set(timeout=timeout_ms)
+            if solver.check() == z3.sat:
+                return Proved(elapsed())
+        z, goal, solver = translated(abstract_products=False)
+    solver.set(timeout=timeout_ms)
+    answer = solver.check(z3.Not(goal))
     if answer == z3.unsat:
         premises = solver.check()  # no counterexample: is there any assignment at all?
         if premises == z3.sat:
