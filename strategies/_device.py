@@ -507,8 +507,7 @@ def _probe_isolated(device: torch.device, items: list, examples: int, prelude: s
             child.stdin.write(json.dumps(todo))
             child.stdin.close()
             lines: queue.Queue = queue.Queue()
-            reader = threading.Thread(target=lambda: [lines.put(line) for line in child.stdout] + [lines.put(None)],
-                                      daemon=True)
+            reader = threading.Thread(target=_forward_lines, args=(child.stdout, lines), daemon=True)
             reader.start()
             started, finished = None, 0
             while True:
@@ -544,6 +543,13 @@ def _probe_isolated(device: torch.device, items: list, examples: int, prelude: s
                 raise RuntimeError(f"the device probe's child process {how} before probing {todo[0]}")
             todo.pop(0)
             yield [], f"{started[0]} at {started[1]}: {how} while probing it on {device}"
+
+
+def _forward_lines(stream, lines) -> None:
+    """Each line of ``stream`` into the queue ``lines``, then None (the stream ended)."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
 
 def _death(code: int, err) -> str:

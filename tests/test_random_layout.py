@@ -2,6 +2,8 @@
 changes the layout of a random op's operand keeps its values; one that moves draws between
 elements, or drops or merges one, does not."""
 
+import operator
+
 import torch
 import torch.fx as fx
 
@@ -22,7 +24,7 @@ def _graph(random_op):
 
 def _dropout(g, x):
     drop = g.call_function(aten.native_dropout.default, (x, 0.25, True))
-    return tuple(g.call_function(__import__("operator").getitem, (drop, i)) for i in range(2))
+    return tuple(g.call_function(operator.getitem, (drop, i)) for i in range(2))
 
 
 def _rand_like(g, x):
