@@ -2,8 +2,8 @@
 
 Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` must never be set
 there, and Triton gets its own cache directory): ``python -m tests._gpu_compile OUT.json
-[--targets sm_90,sm_80,gfx942] [--planted] [--spread]``; each case is lowered once and compiled per
-target (``--spread``: each op table case for one target in turn, a third of the time for three).
+[--targets sm_90,sm_80,gfx942] [--planted] [--spread N]``; each case is lowered once and compiled per
+target (``--spread N``: one op table case in N, each for one target in turn).
 The kernels are those of the golden graphs (tests/test_pointwise_golden.py) and, per op table row
 and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
 (the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
@@ -59,14 +59,19 @@ def planted_cases():
     yield "planted/strided", build(2, lambda g, c, a, b: [c(aten.sub.Tensor, a, b)]), (t, y), False
 
 
-def compile_all(targets, planted: bool, spread: bool = False) -> dict:
+def compile_all(targets, planted: bool, spread: int = 0) -> dict:
     """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once.
-    ``spread``: the golden and planted cases for every target, the op table's cases each for one
-    (in turn), so every kernel is compiled and every target sees every kind of kernel."""
-    cases = [*golden_cases(), *table_cases(), *(planted_cases() if planted else ())]
+    ``spread`` N: the golden and planted cases for every target, one op table case in N (the first,
+    then every Nth: rows and dtypes alike), each for one target in turn, so every target sees every
+    kind of kernel; 0: every case for every target."""
+    table = list(table_cases())
+    if spread:
+        table = [(k, case) for k, case in enumerate(table[::spread])]
+    cases = [*((None, c) for c in golden_cases()), *(table if spread else ((None, c) for c in table)),
+             *((None, c) for c in (planted_cases() if planted else ()))]
     out = {t: {"kernels": [], "seconds": 0.0} for t in targets}
-    for k, (case, gm, inputs, dynamic) in enumerate(cases):
-        case_targets = [targets[k % len(targets)]] if spread and case.startswith("table/") else targets
+    for k, (case, gm, inputs, dynamic) in cases:
+        case_targets = targets if k is None else [targets[k % len(targets)]]
         meta = tuple(_meta(t) for t in inputs)
         if case == "planted/wide_block":  # the interpreter's launch configuration, on a GPU
             lowered = _lower_with(lambda numel, interpreter, bits: (65536, 4), gm, meta)
@@ -114,7 +119,7 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated (default: all)")
     p.add_argument("--planted", action="store_true")
-    p.add_argument("--spread", action="store_true", help="each op table case for one target, in turn")
+    p.add_argument("--spread", type=int, default=0, metavar="N", help="one op table case in N, each for one target")
     args = p.parse_args(argv)
     targets = args.targets.split(",")
     if not set(targets) <= set(TARGETS):
