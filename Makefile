@@ -53,7 +53,8 @@ $(STAMP): $(VPY) pyproject.toml
 # the docstring examples of the three packages, all under the small, derandomized `ci` profile, on
 # WORKERS processes (pytest-xdist). Then the numerics tests again under each CPU capability in
 # CAPABILITIES that is not this machine's own, so that no expected value holds on one CPU only.
-# Wider sweeps of the same properties (more seeds) are marked `sweep`: `make sweep`, `make nightly`.
+# Wider sweeps of the same properties (more seeds; the cases beyond an even spread of them,
+# conformance/suite/_tiers.py) are marked `sweep`: `make sweep`, `make nightly`.
 test: $(STAMP)
 	$(VPY) -m pytest tests benchmarks conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m "not sweep" \
 		--benchmark-disable
@@ -63,10 +64,10 @@ test: $(STAMP)
 			|| exit 1; \
 	done
 	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic \
-		-q -p no:cacheprovider --hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
+		conformance/suite/_tiers.py -q -p no:cacheprovider --hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
 
 sweep: $(STAMP)
-	$(VPY) -m pytest tests $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
+	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)

@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 
 from conformance import check, verify
+from conformance.suite._tiers import spread_over_seeds
 from tests.passes.planted import PLANTED, REACHABLE_WITH
 
 aten = torch.ops.aten
@@ -106,9 +107,9 @@ CORRECT = [
 ]
 
 
-# make test runs seed 0; seeds 1 and 2 are the sweep (make sweep, make nightly)
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.sweep), pytest.param(2, marks=pytest.mark.sweep)])
-@pytest.mark.parametrize("target", CORRECT)
+# make test runs four of the passes (evenly spread, each calling form's kind) at seed 0; every pass
+# at seeds 0-2 is the sweep (make sweep, make nightly)
+@pytest.mark.parametrize("target, seed", spread_over_seeds(CORRECT, 4, range(3)))
 def test_correct_pass_is_never_flagged(target, seed):
     result = verify(target, seed=seed, repro_dir=None)
     assert result.ok, "\n".join(f"{v.property}: {v.message}\n{v.graph_before}" for v in result.violations)
