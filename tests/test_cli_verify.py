@@ -1,4 +1,7 @@
-"""``fx-conformance verify`` and ``pytest --fx-pass`` as a user runs them (subprocesses)."""
+"""``fx-conformance verify`` and ``pytest --fx-pass`` as a user runs them: in subprocesses where the
+process is the point (exit codes and one-line errors, a repro script run on its own, Ctrl-C, the
+pytest plugin), else the CLI's ``main()`` in-process (``_main``: the same output and exit code,
+without a fresh interpreter's import and probe drawing, 2-5 s a call)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -110,6 +114,14 @@ def _cli(*args, cwd=None):
                           text=True, cwd=cwd, timeout=600)
 
 
+def _main(capsys, *args):
+    """``main(args)`` in this process, as ``_cli`` reports a process: returncode, stdout, stderr."""
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
 def test_bad_target_is_one_line_and_exit_2(passes, capsys):
     r = _cli("verify", "no.such.module:fn")  # as a user runs it: one line, no traceback from the process
     assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
@@ -123,29 +135,31 @@ def test_bad_target_is_one_line_and_exit_2(passes, capsys):
     assert main(["verify", f"{passes}:identity", "--graphs", "nope"]) == 2
 
 
-def test_extra_arguments_and_a_context_from_the_command_line_reach_the_run_and_the_repro(passes, tmp_path):
+def test_extra_arguments_and_a_context_from_the_command_line_reach_the_run_and_the_repro(passes, tmp_path, capsys):
     base = ("verify", f"{passes}:scaled_inside", "--max-examples", "15", "--seed", "0", "--focus", "none",
             "--repro-dir", tmp_path)
     r = _cli(*base)  # a pass that cannot be called: one line naming what it lacks
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--pass-arg scale=VALUE" in r.stderr
-    r = _cli(*base, "--pass-arg", "scale=1")  # callable now, but it needs its context
+    r = _main(capsys, *base, "--pass-arg", "scale=1")  # callable now, but it needs its context
     assert r.returncode == 1 and "called outside its context" in r.stdout, r.stdout + r.stderr
-    r = _cli(*base, "--pass-arg", "scale=1", "--context", f"{passes}:inside")
+    r = _main(capsys, *base, "--pass-arg", "scale=1", "--context", f"{passes}:inside")
     assert r.returncode == 4 and "VACUOUS" in r.stdout, r.stdout + r.stderr  # ran, and left every graph alone
-    r = _cli(*base, "--pass-arg", "scale=2", "--context", f"{passes}:inside", "--json", tmp_path / "r.json")
+    # unshrunk: the repro is what is checked here (shrinking took 6 s of this test: test_repro.py)
+    r = _main(capsys, *base, "--pass-arg", "scale=2", "--context", f"{passes}:inside", "--json", tmp_path / "r.json",
+              "--no-shrink")
     assert r.returncode == 1 and "values violated" in r.stdout, r.stdout + r.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["options"]["pass_kwargs"] == {"scale": 2} and report["options"]["context"].endswith(":inside")
     script = next(v["repro_path"] for v in report["violations"] if v["property"] == "values")
     repro = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
     assert repro.returncode == 1 and "values: output[0]" in repro.stdout, repro.stdout + repro.stderr
-    r = _cli(*base, "--pass-arg", "scale")
+    r = _main(capsys, *base, "--pass-arg", "scale")
     assert r.returncode == 2 and "should look like NAME=VALUE" in r.stderr
 
 
-def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path):
+def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys):
     """No counterexample, but no graph changed: not OK but VACUOUS, exit 4 (--allow-vacuous: 0)."""
-    r = _cli("verify", f"{passes}:identity", "--max-examples", "30", "--seed", "1", "--repro-dir", tmp_path)
+    r = _main(capsys, "verify", f"{passes}:identity", "--max-examples", "30", "--seed", "1", "--repro-dir", tmp_path)
     assert r.returncode == 4, r.stdout + r.stderr
     assert "the pass changed 0 of 30 graphs (0%)" in r.stdout and "OK:" not in r.stdout
     assert r.stdout.rstrip().splitlines()[-1].startswith("VACUOUS: the pass changed none of the 30 graphs")
@@ -214,11 +228,11 @@ def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     assert re.search(r"the pass changed (\d+) of \1 graphs \(100%\)", bad.stdout), bad.stdout[-2000:]
 
 
-def test_every_verify_option_reaches_the_run(passes, tmp_path):
+def test_every_verify_option_reaches_the_run(passes, tmp_path, capsys):
     """The options a user types land in the run: the JSON report records each, the property table
     holds exactly the selected properties, the settings factory reaches an fn(gm, settings) pass."""
     report = tmp_path / "r.json"
-    r = _cli("verify", f"{passes}:trt_style", "--max-examples", "12", "--seed", "2", "--graphs", "mutating",
+    r = _main(capsys, "verify", f"{passes}:trt_style", "--max-examples", "12", "--seed", "2", "--graphs", "mutating",
              "--no-special-values", "--no-constants", "--ensure", "no-input-as-output",
              "--properties", "values,mutations", "--signature", "gm-settings",
              "--settings-factory", f"{passes}:make_settings", "--device", "cpu", "--timeout", "5", "--isolate",
@@ -308,9 +322,9 @@ def test_run_passes_pytest_arguments_and_reports_xfails_in_their_own_column():
     assert (passed, failed, skipped) == (0, 0, 0) and xfailed >= 8  # the torch divergences, each listed
 
 
-def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_path):
+def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_path, capsys):
     report, md, junit = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.xml"
-    r = _cli("verify", f"{passes}:identity", "--max-examples", "3", "--seed", "0", "--specials", "relaxed",
+    r = _main(capsys, "verify", f"{passes}:identity", "--max-examples", "3", "--seed", "0", "--specials", "relaxed",
              "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path,
              "--allow-vacuous")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -319,21 +333,21 @@ def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_pat
     assert (opts["specials"], opts["signed_zeros"]) == ("relaxed", True)
     assert "specials relaxed" in md.read_text()
     assert 'name="specials" value="relaxed"' in junit.read_text()
-    bad = _cli("verify", f"{passes}:identity", "--specials", "loose")
+    bad = _main(capsys, "verify", f"{passes}:identity", "--specials", "loose")
     assert bad.returncode == 2 and "invalid choice: 'loose'" in bad.stderr
 
 
-def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path):
+def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path, capsys):
     """--ir torch draws modules (NormalizeArgs, an fx.Transformer, rewrites every one of them);
     options that cannot shape a module, and --requires-grad outside aten/pre-dispatch, are exit 2."""
-    r = _cli("verify", "torch.fx.experimental.normalize:NormalizeArgs", "--ir", "torch", "--max-examples", "12",
+    r = _main(capsys, "verify", "torch.fx.experimental.normalize:NormalizeArgs", "--ir", "torch", "--max-examples", "12",
              "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ir=torch" in r.stdout and "OK: no counterexample in 12 torch graphs" in r.stdout
     for extra in (["--ir", "torch", "--graphs", "mutating"], ["--ir", "export", "--requires-grad"]):
-        r = _cli("verify", "torch.fx.experimental.normalize:NormalizeArgs", *extra, "--max-examples", "2")
+        r = _main(capsys, "verify", "torch.fx.experimental.normalize:NormalizeArgs", *extra, "--max-examples", "2")
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
-    r = _cli("verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad", "--max-examples", "20",
+    r = _main(capsys, "verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad", "--max-examples", "20",
              "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
 
