@@ -5,7 +5,7 @@ The draw loops draw the same derandomized graphs with the same Hypothesis settin
 each drawn graph once, "verified" runs the full default check (validity incl. meta['val'], values,
 mutations, aliasing) through ``Checker``. "check" times the check alone on those graphs drawn
 beforehand: the harness's own cost, without the strategy's (which test_strategies.py tracks).
-Run timed with ``make bench``; under ``make test`` each runs once as a smoke test. Correctness
+Run timed with ``make bench``; under ``make test`` each runs once, on a tenth of the cases, as a smoke test. Correctness
 first: every verified example must pass.
 """
 
@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 
+from benchmarks import per_round
 from conformance import load_pass
 from conformance.verify import Checker
 from strategies import graphs, shared_fake_mode
@@ -63,8 +64,8 @@ def rates():
 
 
 def test_check_only_examples_per_second(benchmark, rates):
-    cases = []
-    _loop(lambda case: cases.append(case) or True, N_CASES)
+    cases, n = [], per_round(benchmark, N_CASES)
+    _loop(lambda case: cases.append(case) or True, n)
     result = {}
 
     def run():
@@ -73,25 +74,25 @@ def test_check_only_examples_per_second(benchmark, rates):
         result["seconds"] = time.perf_counter() - start
 
     benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
-    assert len(cases) == N_CASES and result["failed"] == 0
-    rate = N_CASES / result["seconds"]
-    benchmark.extra_info.update(examples_per_second=round(rate, 1), nodes=NODES, cases_per_round=N_CASES)
+    assert len(cases) == n and result["failed"] == 0
+    rate = n / result["seconds"]
+    benchmark.extra_info.update(examples_per_second=round(rate, 1), nodes=NODES, cases_per_round=n)
     print(f"\nidentity pass, {NODES}-node graphs drawn beforehand: {rate:.1f} checked/s")
 
 
 @pytest.mark.parametrize("mode", ["bare", "verified"])
 def test_examples_per_second(benchmark, rates, mode):
     per_case = _bare if mode == "bare" else _verified
-    result = {}
+    result, n = {}, per_round(benchmark, N_CASES)
 
     def run():
-        result.update(_loop(per_case, N_CASES))
+        result.update(_loop(per_case, n))
 
     benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
-    assert result["cases"] == N_CASES and result["failed"] == 0
+    assert result["cases"] == n and result["failed"] == 0
     rate = result["cases"] / result["seconds"]
     rates[mode] = rate
-    benchmark.extra_info.update(examples_per_second=round(rate, 1), nodes=NODES, cases_per_round=N_CASES)
+    benchmark.extra_info.update(examples_per_second=round(rate, 1), nodes=NODES, cases_per_round=n)
     if mode == "verified" and "bare" in rates:
         benchmark.extra_info["overhead_ratio_vs_bare"] = round(rates["bare"] / rate, 2)
         print(f"\nidentity pass, {NODES}-node graphs: {rate:.1f} verified/s, bare {rates['bare']:.1f}/s, "

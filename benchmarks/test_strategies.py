@@ -1,6 +1,7 @@
 """How fast the strategies draw: GraphCases per second, metadata included (target: >= 150/s on one core).
 
-Run timed with ``make bench``; under ``make test`` (``--benchmark-disable``) each runs once as a smoke test.
+Run timed with ``make bench``; under ``make test`` (``--benchmark-disable``) each runs once, on a tenth
+of the cases, as a smoke test.
 The figure is what a harness run experiences: Hypothesis' engine, the eager run of every node while
 drawing, ``meta['val']`` by fake-tensor propagation, and feature measurement.
 """
@@ -13,6 +14,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 
+from benchmarks import per_round
 from strategies import Focus, graphs, shared_fake_mode
 
 N_CASES = 200
@@ -49,15 +51,17 @@ def test_graph_cases_per_second(benchmark, name):
     shared_fake_mode()  # the one-off import of the fake-tensor machinery is not a per-draw cost
     result = {}
 
+    n = per_round(benchmark, N_CASES)
+
     def run():
-        result.update(_draw_many(SWEEP[name], N_CASES))
+        result.update(_draw_many(SWEEP[name], n))
 
     benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
-    assert result["cases"] == N_CASES
+    assert result["cases"] == n
     rate = result["cases"] / result["seconds"]
     benchmark.extra_info.update(cases_per_second=round(rate, 1),
                                 mean_call_nodes=round(result["nodes"] / result["cases"], 2),
-                                cases_per_round=N_CASES)
+                                cases_per_round=n)
 
 
 # IR modes (issue 16): mutating graphs traced by a pipeline stage's tracer. Fewer cases per round
@@ -71,13 +75,13 @@ def test_ir_graph_cases_per_second(benchmark, ir):
     shared_fake_mode()
     options = dict(max_nodes=12, mutations=ir != "torch", ir=ir)  # torch-IR graphs are modules, never mutating
     _draw_many(options, 2)  # the tracer's one-off imports and set-up
-    result = {}
+    result, n = {}, per_round(benchmark, IR_CASES[ir])
 
     def run():
-        result.update(_draw_many(options, IR_CASES[ir]))
+        result.update(_draw_many(options, n))
 
     benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
-    assert result["cases"] == IR_CASES[ir]
+    assert result["cases"] == n
     benchmark.extra_info.update(cases_per_second=round(result["cases"] / result["seconds"], 1),
                                 mean_call_nodes=round(result["nodes"] / result["cases"], 2),
-                                cases_per_round=IR_CASES[ir])
+                                cases_per_round=n)
