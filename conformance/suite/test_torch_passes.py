@@ -165,6 +165,9 @@ class Finding:
     # other ways a search meets the same bug: (property, message regex, regex the graph before the
     # pass must match, or None)
     also: tuple = ()
+    # traced with make_fx(pre_dispatch=True), which keeps CompositeImplicit ops (flatten, reshape) as
+    # the aten IR's drawn graphs hold them; plain make_fx decomposes them
+    pre_dispatch: bool = False
 
     def matches(self, violation) -> bool:
         if violation.property == self.property and re.search(self.message, violation.message):
@@ -178,7 +181,7 @@ class Finding:
         inputs = self.inputs()
         if ir == "torch":
             return fx.symbolic_trace(self.program()), inputs
-        return to_ir(make_fx(self.program)(*inputs), inputs, ir)
+        return to_ir(make_fx(self.program, pre_dispatch=self.pre_dispatch)(*inputs), inputs, ir)
 
 
 def _constant_program():
@@ -194,6 +197,11 @@ def _index_put_of_itself(x, i):
 def _add_own_diagonal(x):
     t = aten.mul.Tensor(x, 2.0)
     return (aten.add.Tensor(t, aten.diagonal.default(t)),)
+
+
+def _clone_of_a_constant():
+    c = torch.randn(3)
+    return lambda x: (aten.clone.default(c), aten.add.Tensor(x, 1))
 
 
 def _slice_of_a_constant():
@@ -299,6 +307,23 @@ FINDINGS = {
         "split_const_subgraphs folds slice(c, 1, 0, 1) of a (3, 4) constant into an attribute stored as a "
         "compact copy (strides (1, 1)), but its get_attr node keeps the slice's meta['val'] (strides (4, 1)): "
         "a later pass that reads meta['val'] sees a layout the tensor does not have"),
+    "const-fold-returns-the-folded-constant": Finding(
+        ("fx.split_const_subgraphs",), "aliasing", r"output\[\d+\] aliases a constant, but should not \(the original's",
+        _clone_of_a_constant(), lambda: (torch.randn(3),),
+        "split_const_subgraphs folds clone(c) of a constant c into an attribute computed once, and the output "
+        "that was the clone is now that attribute: every call returns the same tensor, so a caller writing "
+        "into one call's output changes what the next call returns (eager returns a fresh tensor each call; "
+        "a view of the clone, expand_as(clone(c), x), or mul(c, 2) folds the same way) (found by make "
+        "conformance, seed 3556620202)"),
+    "reinplace-asserts-on-a-flatten-that-copies": Finding(
+        ("fx.reinplace",), "execution", r"AssertionError: view_storage != base_storage",
+        lambda x: (aten.add.Tensor(aten.flatten.using_ints(x, 0, 1), 1),),
+        lambda: (torch.randn(2, 3, 4).transpose(0, 1),),
+        "reinplace takes flatten.using_ints for a view by its schema (Tensor(a) -> Tensor(a)) and asserts that "
+        "the result shares its input's storage; flatten of a non-contiguous input whose dims cannot merge "
+        "copies, so the pass raises on the graph (pre-dispatch and export's training IR keep flatten) "
+        "(found by make conformance, seed 3556620202)",
+        pre_dispatch=True),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
