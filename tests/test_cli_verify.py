@@ -233,10 +233,10 @@ def test_every_verify_option_reaches_the_run(passes, tmp_path, capsys):
     holds exactly the selected properties, the settings factory reaches an fn(gm, settings) pass."""
     report = tmp_path / "r.json"
     r = _main(capsys, "verify", f"{passes}:trt_style", "--max-examples", "12", "--seed", "2", "--graphs", "mutating",
-             "--no-special-values", "--no-constants", "--ensure", "no-input-as-output",
-             "--properties", "values,mutations", "--signature", "gm-settings",
-             "--settings-factory", f"{passes}:make_settings", "--device", "cpu", "--timeout", "5", "--isolate",
-             "-n", "2", "--no-shrink", "--json", report, "--repro-dir", tmp_path)
+              "--no-special-values", "--no-constants", "--ensure", "no-input-as-output",
+              "--properties", "values,mutations", "--signature", "gm-settings",
+              "--settings-factory", f"{passes}:make_settings", "--device", "cpu", "--timeout", "5", "--isolate",
+              "-n", "2", "--no-shrink", "--json", report, "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(report.read_text())
     opts = data["options"]
@@ -325,8 +325,8 @@ def test_run_passes_pytest_arguments_and_reports_xfails_in_their_own_column():
 def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_path, capsys):
     report, md, junit = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.xml"
     r = _main(capsys, "verify", f"{passes}:identity", "--max-examples", "3", "--seed", "0", "--specials", "relaxed",
-             "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path,
-             "--allow-vacuous")
+              "--signed-zeros", "--json", report, "--markdown", md, "--junit", junit, "--repro-dir", tmp_path,
+              "--allow-vacuous")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "special values on (relaxed)" in r.stdout
     opts = json.loads(report.read_text())["options"]
@@ -340,15 +340,15 @@ def test_specials_and_signed_zeros_reach_the_run_and_its_reports(passes, tmp_pat
 def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path, capsys):
     """--ir torch draws modules (NormalizeArgs, an fx.Transformer, rewrites every one of them);
     options that cannot shape a module, and --requires-grad outside aten/pre-dispatch, are exit 2."""
-    r = _main(capsys, "verify", "torch.fx.experimental.normalize:NormalizeArgs", "--ir", "torch", "--max-examples", "12",
-             "--seed", "0", "--repro-dir", tmp_path)
+    r = _main(capsys, "verify", "torch.fx.experimental.normalize:NormalizeArgs", "--ir", "torch",
+              "--max-examples", "12", "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ir=torch" in r.stdout and "OK: no counterexample in 12 torch graphs" in r.stdout
     for extra in (["--ir", "torch", "--graphs", "mutating"], ["--ir", "export", "--requires-grad"]):
         r = _main(capsys, "verify", "torch.fx.experimental.normalize:NormalizeArgs", *extra, "--max-examples", "2")
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
-    r = _main(capsys, "verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad", "--max-examples", "20",
-             "--seed", "0", "--repro-dir", tmp_path)
+    r = _main(capsys, "verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad",
+              "--max-examples", "20", "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -41,7 +41,9 @@ SIGNATURES = {
 }
 
 
-@pytest.mark.parametrize("chain", CHAINS, ids=lambda c: c.name)
+# rms_norm's five-op chain takes the plain generator the most draws (11 s in make test): make sweep
+@pytest.mark.parametrize("chain", [pytest.param(c, id=c.name, marks=[pytest.mark.sweep] * (c.name == "rms_norm"))
+                                   for c in CHAINS])
 def test_every_chain_is_reachable(chain):
     strategy = graphs(ops=None, mutations=True, max_nodes=12)
     find_any(strategy, lambda case: SIGNATURES[chain.name](_targets(case)), max_examples=2000)
