@@ -56,7 +56,7 @@ def _pass_cases():
             yield pytest.param(p, graphs, marks=marks, id=f"{p.__name__}{i}-{graphs}")
 
 
-@pytest.mark.parametrize("lowering_pass, graphs", _pass_cases())
+@pytest.mark.parametrize("lowering_pass, graphs", list(_pass_cases()))
 def test_reference_pass(lowering_pass, graphs):
     """The pass keeps every property on generated graphs, and its contract where it has one."""
     _assert_verified(lowering_pass, graphs, ENSURES.get(lowering_pass.__name__, ()))

@@ -168,9 +168,13 @@ class Finding:
     # traced with make_fx(pre_dispatch=True), which keeps CompositeImplicit ops (flatten, reshape) as
     # the aten IR's drawn graphs hold them; plain make_fx decomposes them
     pre_dispatch: bool = False
+    # a regex the graph before the pass must match too, where the message alone is any bug's (an
+    # IndexError): the structure the finding is about
+    before: str | None = None
 
     def matches(self, violation) -> bool:
-        if violation.property == self.property and re.search(self.message, violation.message):
+        if violation.property == self.property and re.search(self.message, violation.message) and (
+                self.before is None or re.search(self.before, violation.graph_before or "")):
             return True
         return any(violation.property == prop and re.search(message, violation.message)
                    and (before is None or re.search(before, violation.graph_before or ""))
@@ -324,6 +328,14 @@ FINDINGS = {
         "copies, so the pass raises on the graph (pre-dispatch and export's training IR keep flatten) "
         "(found by make conformance, seed 3556620202)",
         pre_dispatch=True),
+    "softmax-pattern-raises-on-a-0-d-operand": Finding(
+        ("joint_graph.joint_graph_passes",), "execution", r"IndexError: list index out of range",
+        lambda x: (aten._softmax.default(aten.div.Tensor(x, x), -1, False),), lambda: (torch.tensor(3.0),),
+        "the joint-graph pattern for softmax of a product or quotient (x * other: the max and the sum "
+        "reduce over a dim where `other` broadcasts) checks `other`'s size at the softmax's dim, and a 0-d "
+        "`other` has no dim -1: `_other_is_broadcasted_in_dim` raises IndexError on softmax(div(x, x)) of a "
+        "0-d x (found by make conformance, seed 2333188716)",
+        before=r"aten\.amax\.default\(.*\n(.*\n)*.*aten\.exp\.default"),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
@@ -369,8 +381,11 @@ def known_for(name: str):
 def _check_finding(name: str, pass_name: str):
     finding, row = FINDINGS[name], PASSES[pass_name]
     gm, inputs = finding.graph(row.ir)
-    return finding, check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                          ensure=row.ensure)
+    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
+                    ensure=row.ensure)
+    for v in verdict.violations:  # as the search reports it (the graph a finding's `before` reads)
+        v.graph_before = v.graph_before or gm.code.strip()
+    return finding, verdict
 
 
 def _finding_params(strict_xfail: bool):
@@ -457,3 +472,10 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
                                    "location. Please clone() the tensor before performing the operation.")
     assert FINDINGS["reinplace-writes-into-a-tensor-it-also-reads-through-a-view"].matches(raised)
     assert not FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(raised)
+    # ``Finding.before``: an IndexError is any bug's message; the softmax pattern's needs its graph
+    index = Violation("execution", "pass raised IndexError: list index out of range, but should return a graph")
+    index.graph_before = ("amax = torch.ops.aten.amax.default(div, [-1], True)\n"
+                          "sub = torch.ops.aten.sub.Tensor(div, amax)\nexp = torch.ops.aten.exp.default(sub)")
+    assert FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
+    index.graph_before = "cat = torch.ops.aten.cat.default([x0, x1], 1)"
+    assert not FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
