@@ -163,7 +163,7 @@ class Finding:
     inputs: Callable
     behaviour: str
     # other ways a search meets the same bug: (property, message regex, regex the graph before the
-    # pass must match, or None)
+    # pass must match, or None[, a further test of the violation])
     also: tuple = ()
     # traced with make_fx(pre_dispatch=True), which keeps CompositeImplicit ops (flatten, reshape) as
     # the aten IR's drawn graphs hold them; plain make_fx decomposes them
@@ -178,7 +178,8 @@ class Finding:
             return True
         return any(violation.property == prop and re.search(message, violation.message)
                    and (before is None or re.search(before, violation.graph_before or ""))
-                   for prop, message, before in self.also)
+                   and all(test(violation) for test in more)
+                   for prop, message, before, *more in self.also)
 
     def graph(self, ir: str):
         """The program in ``ir``: for "torch" it is a factory of an ``nn.Module`` (symbolic_trace)."""
@@ -186,6 +187,14 @@ class Finding:
         if ir == "torch":
             return fx.symbolic_trace(self.program()), inputs
         return to_ir(make_fx(self.program, pre_dispatch=self.pre_dispatch)(*inputs), inputs, ir)
+
+
+def _reads_a_tensor_written_in_place(violation) -> bool:
+    """The node a stale-meta message names reads, as its first operand, a tensor that an in-place op
+    of the graph after the pass writes (reinplace's out-of-place meta, met downstream of the write)."""
+    read = re.search(r"\[node \d+ %\w+: call_function [\w.]+\(%(\w+)", violation.message)
+    return read is not None and re.search(rf"torch\.ops\.aten\.\w+_\.\w+\({read.group(1)}\b",
+                                          violation.graph_after or "") is not None
 
 
 def _constant_program():
@@ -266,7 +275,10 @@ FINDINGS = {
         lambda: (torch.randn(4)[::2], torch.randn(())),
         "reinplace turns mul(t, 2) into mul_(t, 2) and keeps the out-of-place node's meta['val'] (a new "
         "contiguous tensor), but mul_ returns t itself: where t is not contiguous (select_scatter of a "
-        "strided input keeps its stride 2) the meta's strides are wrong"),
+        "strided input keeps its stride 2) the meta's strides are wrong, and so are those of a view that "
+        "now reads t (make conformance met it on an expand, seed 602868651)",
+        also=(("validity", r"meta\['val'\].* stride=.*\(what the node produces\)", None,
+               _reads_a_tensor_written_in_place),)),
     "inductor-reinplace-keeps-the-out-of-place-meta": Finding(
         ("post_grad.post_grad_passes",), "validity", r"meta\['val'\].* stride=.*index_put_",
         lambda v, x, i: (aten.index_put_.default(x, [i], v),),
@@ -479,3 +491,12 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
     assert FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
     index.graph_before = "cat = torch.ops.aten.cat.default([x0, x1], 1)"
     assert not FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
+    # reinplace's out-of-place meta met on a view of the written tensor, and not on a view of another
+    stale = Violation("validity", "meta['val']=float32[4, 3, 1] stride=(3, 1, *), but should be float32[4, 3, 1] "
+                                  "stride=(6, 2, *) (what the node produces) [node 12 %expand_default: call_function "
+                                  "aten.expand.default(%slice_scatter_default, [-1, 3, 1]) meta['val']=float32[4, 3, 1]]")
+    stale.graph_after = ("mul_tensor = torch.ops.aten.mul_.Tensor(slice_scatter_default, rsqrt_default)\n"
+                         "expand_default = torch.ops.aten.expand.default(slice_scatter_default, [-1, 3, 1])")
+    assert FINDINGS["reinplace-keeps-the-out-of-place-meta"].matches(stale)
+    stale.graph_after = stale.graph_after.replace("mul_.Tensor(slice_scatter_default", "mul_.Tensor(rsqrt_default")
+    assert not FINDINGS["reinplace-keeps-the-out-of-place-meta"].matches(stale)
