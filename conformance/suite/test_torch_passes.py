@@ -350,7 +350,7 @@ FINDINGS = {
         "reduce over a dim where `other` broadcasts) checks `other`'s size at the softmax's dim, and a 0-d "
         "`other` has no dim -1: `_other_is_broadcasted_in_dim` raises IndexError on softmax(div(x, x)) of a "
         "0-d x (found by make conformance, seed 2333188716)",
-        before=r"aten\.amax\.default\(.*\n(.*\n)*.*aten\.exp\.default"),
+        before=r"aten\.amax\.default\((?s:.*)aten\.exp\.default"),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
