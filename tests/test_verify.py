@@ -162,6 +162,32 @@ def test_integers_are_exact():
     assert _props(v) == {"values"} and "exactly equal" in v.violations[0].message
 
 
+def _atan_one_ulp_up(gm):
+    """atan rounded one ulp up (within float32's tolerance), as a lowering's atan may be."""
+    for n in list(gm.graph.nodes):
+        if n.target == aten.atan.default:
+            with gm.graph.inserting_after(n):
+                inf = gm.graph.call_function(aten.full_like.default, (n, float("inf")))
+            with gm.graph.inserting_after(inf):
+                up = gm.graph.call_function(aten.nextafter.default, (n, inf))
+            n.replace_all_uses_with(up, delete_user_cb=lambda user: user not in (up, inf))
+    gm.recompile()
+    return gm
+
+
+def test_a_comparison_at_a_tie_may_take_the_fp64_references_side():
+    """make conformance drew atan(3) <= x1 with x1 eager's float32 atan(3) (a tie aimed at the
+    comparison): eager says True, the fp64 reference False (atan(3) = 1.24904577... > 1.24904573).
+    A pass that rounds atan one ulp up gives False: the reference's answer, accepted. A pass that flips
+    the comparison is still caught where nothing ties."""
+    gm = _graph(lambda g, x, y: [g.call_function(aten.le.Tensor, (g.call_function(aten.atan.default, (x,)), y))])
+    x = torch.tensor([3, 1])
+    y = torch.cat([torch.atan(torch.tensor([3.0])), torch.tensor([0.5])])
+    assert check(_atan_one_ulp_up, gm, (x, y), properties=["values"]).ok  # its new nodes carry no meta['val']
+    flipped = check(_retarget(aten.le.Tensor, aten.gt.Tensor), gm, (x, y))
+    assert _props(flipped) == {"values"} and "exactly equal" in flipped.violations[0].message
+
+
 def test_signed_zero_only_when_asked():
     gm = _graph(lambda g, x: [g.call_function(aten.mul.Tensor, (x, -1.0))], 1)
     zero = (torch.zeros(3),)
