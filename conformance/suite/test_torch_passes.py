@@ -260,7 +260,17 @@ FINDINGS = {
         "remove_no_ops replaces zeros_like(x) + y by y itself: the output is the input object "
         "(pytorch/pytorch#197893, open); constant_fold_uniform_value ends with remove_no_ops, and make "
         "conformance met it there through full(1) * x (seed 3012685193)",
-        before=r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like)\.default"),
+        before=r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"),
+    "remove-no-ops-overwrites-the-kept-operands-meta": Finding(
+        ("joint_graph.joint_graph_passes",), "validity",
+        r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: placeholder",
+        lambda x: (aten.mul.Tensor(aten.scalar_tensor.default(1.0), x),),
+        lambda: (torch.randn(1, 1, 3).expand(1, 4, 3),),
+        "remove_no_ops replaces 1.0 * x by x and copies the removed node's meta onto x "
+        "(replacement.meta.update(node.meta)): x's meta['val'] takes the product's contiguous strides, "
+        "which an expanded input does not have, so a later pass reads a layout the input lacks (found by "
+        "make conformance, seed 1312097727)",
+        before=r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"),
     "addmm-pattern-drops-alpha": Finding(
         ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
         lambda a, b, c: (aten.add.Tensor(aten.mm.default(a, b), c, alpha=0.5),),
