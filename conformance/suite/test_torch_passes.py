@@ -173,13 +173,11 @@ class Finding:
     before: str | None = None
 
     def matches(self, violation) -> bool:
-        if violation.property == self.property and re.search(self.message, violation.message) and (
-                self.before is None or re.search(self.before, violation.graph_before or "")):
-            return True
+        ways = ((self.property, self.message, self.before), *self.also)
         return any(violation.property == prop and re.search(message, violation.message)
                    and (before is None or re.search(before, violation.graph_before or ""))
                    and all(test(violation) for test in more)
-                   for prop, message, before, *more in self.also)
+                   for prop, message, before, *more in ways)
 
     def graph(self, ir: str):
         """The program in ``ir``: for "torch" it is a factory of an ``nn.Module`` (symbolic_trace)."""
@@ -210,6 +208,10 @@ def _index_put_of_itself(x, i):
 def _add_own_diagonal(x):
     t = aten.mul.Tensor(x, 2.0)
     return (aten.add.Tensor(t, aten.diagonal.default(t)),)
+
+
+# a tensor of one value, what remove_no_ops recognises an operand of a no-op by
+_UNIFORM = r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"
 
 
 def _clone_of_a_constant():
@@ -260,7 +262,7 @@ FINDINGS = {
         "remove_no_ops replaces zeros_like(x) + y by y itself: the output is the input object "
         "(pytorch/pytorch#197893, open); constant_fold_uniform_value ends with remove_no_ops, and make "
         "conformance met it there through full(1) * x (seed 3012685193)",
-        before=r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"),
+        before=_UNIFORM),
     "remove-no-ops-overwrites-the-kept-operands-meta": Finding(
         ("joint_graph.joint_graph_passes",), "validity",
         r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: placeholder",
@@ -270,7 +272,7 @@ FINDINGS = {
         "(replacement.meta.update(node.meta)): x's meta['val'] takes the product's contiguous strides, "
         "which an expanded input does not have, so a later pass reads a layout the input lacks (found by "
         "make conformance, seed 1312097727)",
-        before=r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"),
+        before=_UNIFORM),
     "addmm-pattern-drops-alpha": Finding(
         ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
         lambda a, b, c: (aten.add.Tensor(aten.mm.default(a, b), c, alpha=0.5),),
@@ -413,15 +415,17 @@ def _check_finding(name: str, pass_name: str):
     return finding, verdict
 
 
-def _finding_params(strict_xfail: bool):
-    for name, finding in FINDINGS.items():
+def finding_params(findings: dict, strict_xfail: bool):
+    """A param per (finding, pass it names) of ``findings`` (here and test_torch_passes_dynamic.py), as
+    a strict xfail naming the torch version and the behaviour where ``strict_xfail``."""
+    for name, finding in findings.items():
         for pass_name in finding.passes:
             marks = [pytest.mark.xfail(strict=True, reason=f"{TORCH}: {pass_name}: {finding.behaviour}")] \
                 if strict_xfail else []
             yield pytest.param(name, pass_name, id=f"{name}-{pass_name}", marks=marks)
 
 
-@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=False)))
+@pytest.mark.parametrize("name, pass_name", list(finding_params(FINDINGS, strict_xfail=False)))
 def test_finding_shows(name, pass_name):
     """The finding's program, in the pass's IR, still shows the violation its row names."""
     finding, verdict = _check_finding(name, pass_name)
@@ -432,7 +436,7 @@ def test_finding_shows(name, pass_name):
         f"{pass_name}: expected {finding.property} /{finding.message}/, got {verdict}"
 
 
-@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=True)))
+@pytest.mark.parametrize("name, pass_name", list(finding_params(FINDINGS, strict_xfail=True)))
 def test_finding_fixed(name, pass_name):
     """Fails while torch has the bug (a strict xfail): the day it passes, remove the finding's row."""
     _, verdict = _check_finding(name, pass_name)
@@ -487,29 +491,32 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
     the same message from a graph without the pattern does not."""
     from conformance._result import Violation
 
-    met = Violation("values", "output[0]: 1 of 4 elements differ (int32[1, 4]), but should be exactly equal")
-    met.graph_before = "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 0);  sum_1 = None"
-    assert FINDINGS["uniform-value-fold-drops-nan"].matches(met)
-    met.graph_before = "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 2);  sum_1 = None"
-    assert not FINDINGS["uniform-value-fold-drops-nan"].matches(met)
-    raised = Violation("validity", "running the transformed graph raised RuntimeError: unsupported operation: some "
-                                   "elements of the input tensor and the written-to tensor refer to a single memory "
-                                   "location. Please clone() the tensor before performing the operation.")
-    assert FINDINGS["reinplace-writes-into-a-tensor-it-also-reads-through-a-view"].matches(raised)
-    assert not FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(raised)
+    def met(name, prop, message, before="", after=""):
+        violation = Violation(prop, message)
+        violation.graph_before, violation.graph_after = before, after
+        return FINDINGS[name].matches(violation)
+
+    differ = "output[0]: 1 of 4 elements differ (int32[1, 4]), but should be exactly equal"
+    assert met("uniform-value-fold-drops-nan", "values", differ, "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 0)")
+    assert not met("uniform-value-fold-drops-nan", "values", differ, "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 2)")
+    overlap = ("running the transformed graph raised RuntimeError: unsupported operation: some elements of the "
+               "input tensor and the written-to tensor refer to a single memory location. Please clone() the "
+               "tensor before performing the operation.")
+    assert met("reinplace-writes-into-a-tensor-it-also-reads-through-a-view", "validity", overlap)
+    assert not met("reinplace-writes-into-a-broadcast-result", "validity", overlap)
     # ``Finding.before``: an IndexError is any bug's message; the softmax pattern's needs its graph
-    index = Violation("execution", "pass raised IndexError: list index out of range, but should return a graph")
-    index.graph_before = ("amax = torch.ops.aten.amax.default(div, [-1], True)\n"
-                          "sub = torch.ops.aten.sub.Tensor(div, amax)\nexp = torch.ops.aten.exp.default(sub)")
-    assert FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
-    index.graph_before = "cat = torch.ops.aten.cat.default([x0, x1], 1)"
-    assert not FINDINGS["softmax-pattern-raises-on-a-0-d-operand"].matches(index)
+    index = "pass raised IndexError: list index out of range, but should return a graph"
+    softmax = ("amax = torch.ops.aten.amax.default(div, [-1], True)\n"
+               "sub = torch.ops.aten.sub.Tensor(div, amax)\nexp = torch.ops.aten.exp.default(sub)")
+    assert met("softmax-pattern-raises-on-a-0-d-operand", "execution", index, softmax)
+    assert not met("softmax-pattern-raises-on-a-0-d-operand", "execution", index,
+                   "cat = torch.ops.aten.cat.default([x0, x1], 1)")
     # reinplace's out-of-place meta met on a view of the written tensor, and not on a view of another
-    stale = Violation("validity", "meta['val']=float32[4, 3, 1] stride=(3, 1, *), but should be float32[4, 3, 1] "
-                                  "stride=(6, 2, *) (what the node produces) [node 12 %expand_default: call_function "
-                                  "aten.expand.default(%slice_scatter_default, [-1, 3, 1]) meta['val']=float32[4, 3, 1]]")
-    stale.graph_after = ("mul_tensor = torch.ops.aten.mul_.Tensor(slice_scatter_default, rsqrt_default)\n"
-                         "expand_default = torch.ops.aten.expand.default(slice_scatter_default, [-1, 3, 1])")
-    assert FINDINGS["reinplace-keeps-the-out-of-place-meta"].matches(stale)
-    stale.graph_after = stale.graph_after.replace("mul_.Tensor(slice_scatter_default", "mul_.Tensor(rsqrt_default")
-    assert not FINDINGS["reinplace-keeps-the-out-of-place-meta"].matches(stale)
+    stale = ("meta['val']=float32[4, 3, 1] stride=(3, 1, *), but should be float32[4, 3, 1] stride=(6, 2, *) "
+             "(what the node produces) [node 12 %expand_default: call_function "
+             "aten.expand.default(%slice_scatter_default, [-1, 3, 1]) meta['val']=float32[4, 3, 1]]")
+    expand = "\nexpand_default = torch.ops.aten.expand.default(slice_scatter_default, [-1, 3, 1])"
+    assert met("reinplace-keeps-the-out-of-place-meta", "validity", stale,
+               after="mul_tensor = torch.ops.aten.mul_.Tensor(slice_scatter_default, rsqrt_default)" + expand)
+    assert not met("reinplace-keeps-the-out-of-place-meta", "validity", stale,
+                   after="mul_tensor = torch.ops.aten.mul_.Tensor(rsqrt_default, slice_scatter_default)" + expand)

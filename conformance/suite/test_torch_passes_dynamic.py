@@ -24,7 +24,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from conformance import check
 from strategies import graph_symbolic_shapes
 
-from .test_torch_passes import PASSES, TORCH, known_for, verify_row
+from .test_torch_passes import PASSES, finding_params, known_for, verify_row
 
 pytestmark = pytest.mark.conformance
 
@@ -149,15 +149,7 @@ def _check(name: str, pass_name: str):
                           symbolic=shapes)
 
 
-def _finding_params(strict_xfail: bool):
-    for name, finding in DYNAMIC_FINDINGS.items():
-        for pass_name in finding.passes:
-            marks = [pytest.mark.xfail(strict=True, reason=f"{TORCH}: {pass_name}: {finding.behaviour}")] \
-                if strict_xfail else []
-            yield pytest.param(name, pass_name, id=f"{name}-{pass_name}", marks=marks)
-
-
-@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=False)))
+@pytest.mark.parametrize("name, pass_name", list(finding_params(DYNAMIC_FINDINGS, strict_xfail=False)))
 def test_dynamic_finding_shows(name, pass_name):
     """The finding's program, traced symbolically, still shows the violation its row names."""
     finding, verdict = _check(name, pass_name)
@@ -165,7 +157,7 @@ def test_dynamic_finding_shows(name, pass_name):
         f"{pass_name}: expected {finding.property} /{finding.message}/, got {verdict}"
 
 
-@pytest.mark.parametrize("name, pass_name", list(_finding_params(strict_xfail=True)))
+@pytest.mark.parametrize("name, pass_name", list(finding_params(DYNAMIC_FINDINGS, strict_xfail=True)))
 def test_dynamic_finding_fixed(name, pass_name):
     """Fails while torch has the bug (a strict xfail): the day it passes, remove the finding's row."""
     _, verdict = _check(name, pass_name)
