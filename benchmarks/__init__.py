@@ -1,4 +1,4 @@
-
+"""Benchmarks, run timed by make bench and make nightly, and once as smoke tests by make test."""
 
 
 def per_round(benchmark, n: int) -> int:

@@ -64,14 +64,12 @@ def compile_all(targets, planted: bool, spread: int = 0) -> dict:
     ``spread`` N: the golden and planted cases for every target, one op table case in N (the first,
     then every Nth: rows and dtypes alike), each for one target in turn, so every target sees every
     kind of kernel; 0: every case for every target."""
-    table = list(table_cases())
-    if spread:
-        table = [(k, case) for k, case in enumerate(table[::spread])]
-    cases = [*((None, c) for c in golden_cases()), *(table if spread else ((None, c) for c in table)),
-             *((None, c) for c in (planted_cases() if planted else ()))]
+    table = list(table_cases())[::spread or 1]
+    cases = [*((c, targets) for c in golden_cases()),
+             *((c, [targets[k % len(targets)]] if spread else targets) for k, c in enumerate(table)),
+             *((c, targets) for c in (planted_cases() if planted else ()))]
     out = {t: {"kernels": [], "seconds": 0.0} for t in targets}
-    for k, (case, gm, inputs, dynamic) in cases:
-        case_targets = targets if k is None else [targets[k % len(targets)]]
+    for (case, gm, inputs, dynamic), case_targets in cases:
         meta = tuple(_meta(t) for t in inputs)
         if case == "planted/wide_block":  # the interpreter's launch configuration, on a GPU
             lowered = _lower_with(lambda numel, interpreter, bits: (65536, 4), gm, meta)

@@ -107,8 +107,8 @@ CORRECT = [
 ]
 
 
-# make test runs four of the passes (evenly spread, each calling form's kind) at seed 0; every pass
-# at seeds 0-2 is the sweep (make sweep, make nightly)
+# make test runs four of the seven passes (evenly spread) at seed 0; every pass at seeds 0-2 is the
+# sweep (make sweep, make nightly)
 @pytest.mark.parametrize("target, seed", spread_over_seeds(CORRECT, 4, range(3)))
 def test_correct_pass_is_never_flagged(target, seed):
     result = verify(target, seed=seed, repro_dir=None)

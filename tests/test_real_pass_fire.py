@@ -11,9 +11,9 @@ The verdict is not asserted here: some of these passes have real violations (doc
 and verify() stops drawing soon after the first, which is why a few counts are out of fewer than M
 graphs. Re-measured with issue 15's catalog (/tmp-style script: verify() as below for every pass).
 The 200-graph rates, before and after issue 14, are in docs/fire-rates.md
-(scripts/fire_rates.py). Every pass takes 35 s in pytest serially on that machine (42 s wall)
-with trigger discovery cached, 49 s (57 s wall) with an empty FX_CONFORMANCE_CACHE: make test checks
-eight of them, evenly spread, and make sweep every one (conformance/suite/_tiers.py).
+(scripts/fire_rates.py). All the passes together take 35 s in pytest serially on that machine (42 s
+wall) with trigger discovery cached, 49 s (57 s wall) with an empty FX_CONFORMANCE_CACHE: make test
+checks eight of them, evenly spread, and make sweep every one (conformance/suite/_tiers.py).
 """
 
 from __future__ import annotations

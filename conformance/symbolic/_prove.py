@@ -133,12 +133,11 @@ def _prove(claim, sides, assumptions, timeout_ms, premise=None):
     z, goal, solver = translated(abstract_products=True)
     if z.abstracted:
         solver.set(timeout=min(timeout_ms, _ABSTRACT_MS))
-        if solver.check(z3.Not(goal)) == z3.unsat:
-            z, goal, solver = translated(abstract_products=False)  # are the premises satisfiable, exactly?
-            solver.set(timeout=timeout_ms)
-            if solver.check() == z3.sat:
-                return Proved(elapsed())
-        z, goal, solver = translated(abstract_products=False)
+        proved_abstractly = solver.check(z3.Not(goal)) == z3.unsat
+        z, goal, solver = translated(abstract_products=False)  # one exact translation for both uses below
+        solver.set(timeout=timeout_ms)
+        if proved_abstractly and solver.check() == z3.sat:  # and the premises hold somewhere, exactly
+            return Proved(elapsed())
     solver.set(timeout=timeout_ms)
     answer = solver.check(z3.Not(goal))
     if answer == z3.unsat:
