@@ -117,6 +117,26 @@ def test_equal_numerators_over_one_symbolic_divisor_give_equal_floors_without_no
     assert result.verdict == "proved", result
 
 
+def test_a_floor_of_a_floor_is_one_floor_by_the_product_where_both_divisors_are_positive():
+    """make conformance (seed 1534551485): ModularIndexing(floor(2*x/s0), s1, s1) against
+    ModularIndexing(2*x, s0*s1, s1) took 1.5 s on an idle machine and was z3's "unknown" after 10 s
+    under load. floor(floor(a/b)/c) == floor(a/(b*c)) for c > 0 (b of any sign) is stated, not searched
+    for; for an outer divisor of any sign it is false, and refuted."""
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    result = prove_equal(tf.ModularIndexing(sympy.floor(2 * X / s0), s1, s1), tf.ModularIndexing(2 * X, s0 * s1, s1),
+                         timeout_ms=1_000)
+    assert result.verdict == "proved", result
+    for outer in (s1, 3):  # by a symbol after a symbol, and by a constant after one
+        assert prove_equal(INERT["FloorDiv"](INERT["FloorDiv"](X, s0), outer), INERT["FloorDiv"](X, s0 * outer),
+                           timeout_ms=1_000).verdict == "proved"
+    assert prove_equal(INERT["FloorDiv"](INERT["FloorDiv"](X, 3), s1), INERT["FloorDiv"](X, 3 * s1),
+                       timeout_ms=1_000).verdict == "proved"
+    assert prove_equal(INERT["FloorDiv"](INERT["FloorDiv"](X, Y), s1), INERT["FloorDiv"](X, Y * s1),
+                       timeout_ms=1_000).verdict == "proved"
+    wrong = prove_equal(INERT["FloorDiv"](INERT["FloorDiv"](X, s0), Y), INERT["FloorDiv"](X, s0 * Y))
+    assert wrong.verdict == "refuted" and wrong.counterexample["y"] < 0, wrong
+
+
 @pytest.mark.parametrize("lhs, rhs", [
     (INERT["CeilDiv"](X, Y), tf.FloorDiv(X + Y - 1, Y)),  # torch's CeilDiv formula, wrong for Y < 0
     (INERT["FloorDiv"](X, 2) * 2, X),
