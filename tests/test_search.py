@@ -196,6 +196,45 @@ def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run
     assert crashing.ops == [("aten.neg.default", "code")]
 
 
+def neg_to_mul_logging_its_prober(gm):
+    """Rewrites neg into mul(x, -1); each call appends the pid of the process that forked its prober
+    (discovery probes in a forked child) to the file named by PROBER_LOG."""
+    with open(os.environ["PROBER_LOG"], "a") as f:
+        f.write(f"{os.getppid()}\n")
+    for n in gm.graph.nodes:
+        if n.target == aten.neg.default:
+            n.target, n.args = aten.mul.Tensor, (n.args[0], -1)
+    gm.recompile()
+    return gm
+
+
+def test_processes_discovering_one_pass_at_once_probe_it_once(tmp_path, monkeypatch):
+    """pytest-xdist's workers each set up the plugin's fixture: the first discovers, the others wait
+    for its cached result instead of probing the same pass again."""
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROBER_LOG", str(tmp_path / "probers"))
+    triggers.probe_cases(False), triggers.plain_cases(False)  # drawn before the fork, as a worker would have
+    put = load_pass(neg_to_mul_logging_its_prober)
+    children = []
+    for i in range(2):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                found = discover(put, mutations=False)
+                (tmp_path / f"out{i}").write_text(json.dumps([found.cached, found.ops]))
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+    assert all(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in children)
+    outs = [json.loads((tmp_path / f"out{i}").read_text()) for i in range(2)]
+    assert sorted(cached for cached, _ in outs) == [False, True] and outs[0][1] == outs[1][1]
+    assert ["aten.neg.default", "code"] in outs[0][1]
+    probers = set((tmp_path / "probers").read_text().split())
+    assert len(probers) == 1 and probers <= {str(pid) for pid in children}
+
+
 def slow_neg_folder(gm: fx.GraphModule) -> fx.GraphModule:
     """Names aten.neg in its code; takes 50 ms a graph (probing it all would take some 12 s)."""
     import time

@@ -21,8 +21,10 @@ process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import dis
+import fcntl
 import functools
 import hashlib
 import inspect
@@ -403,11 +405,49 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     cached = _load(key)
     if cached is not None:
         return cached
+    limit = None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout
+    with _discovering(key, limit):
+        cached = _load(key)  # another process discovered it while this one waited
+        if cached is not None:
+            return cached
+        return _discover(put, key, mutations, timeout, limit)
+
+
+@contextlib.contextmanager
+def _discovering(key, limit):
+    """Held while ``key`` is discovered: processes that discover one pass at once (pytest-xdist's
+    workers each set up the plugin's fixture, parallel runs verify one pass) wait for the first and
+    read its result instead of each probing the pass. A holder that takes longer than discovery's
+    own limit is not waited for further."""
+    fd = None
+    if key is not None:
+        try:
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            fd = os.open(cache_dir() / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:  # a read-only cache: no lock, as no cache
+            fd = None
+    try:
+        if fd is not None:
+            give_up = None if limit is None else time.monotonic() + limit
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if give_up is not None and time.monotonic() > give_up:
+                        break
+                    time.sleep(0.05)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock (a forked prober's inherited copy closes when it exits)
+
+
+def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
     t0 = time.monotonic()
     walker = static_triggers(put.fn)
     found, cut = dict(walker.ops), False
     payoff: tuple = ()
-    limit = None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout
     # A pass that kills the interpreter on some op must not kill the run: the probes run in a forked
     # child, or where this process may not fork (CUDA initialised) in the search's spawned worker,
     # which draws the same probe graphs itself. Without either (CUDA, no --isolate, so the search
