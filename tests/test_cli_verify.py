@@ -211,13 +211,15 @@ def _pytest(*args, cwd, profile):
 
 
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
-    ok = _pytest(f"--fx-pass={passes}:identity", "--fx-specials", "relaxed", "--fx-allow-vacuous", cwd=tmp_path,
-                 profile="smoke")
+    # Discovery (the plugin's default focus) runs for the failing pass below; these runs are about the
+    # verdict and its exit code, and identity changes no graph, focused or not.
+    ok = _pytest(f"--fx-pass={passes}:identity", "--fx-specials", "relaxed", "--fx-allow-vacuous",
+                 "--fx-focus", "none", cwd=tmp_path, profile="smoke")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "4 passed, 2 skipped" in ok.stdout and "specials: relaxed" in ok.stdout  # contracts, dynamic skipped
     # identity changes nothing: the fire line says so, and without --fx-allow-vacuous the exit is 4
     assert "the pass changed 0 of 24 graphs (0%)" in ok.stdout and "(allowed: --fx-allow-vacuous)" in ok.stdout
-    vacuous = _pytest(f"--fx-pass={passes}:identity", cwd=tmp_path, profile="smoke")
+    vacuous = _pytest(f"--fx-pass={passes}:identity", "--fx-focus", "none", cwd=tmp_path, profile="smoke")
     assert vacuous.returncode == 4, vacuous.stdout[-3000:]
     assert "VACUOUS: the pass changed none of the 24 graphs" in vacuous.stdout
     # A pass wrong on every graph: the test is about the plugin reporting a failure, not about how
@@ -266,8 +268,10 @@ def test_pytest_plugin_with_xdist_mutating_graphs_and_a_contract(passes, tmp_pat
     def pytest_run(target, graphs, contract, *more, profile):
         return _pytest(f"--fx-pass={target}", "--fx-graphs", graphs, "--fx-ensure", contract, *more,
                        cwd=tmp_path, profile=profile)
+    # each worker sets up the fixture; discovery (11 s for this pass on mutating graphs) is another
+    # test's (test_search.py: workers discovering one pass wait for the first)
     ok = pytest_run("reference_lowering.passes:repair_input_as_output", "mutating", "no-input-as-output", "-n", "2",
-                    profile="smoke")
+                    "--fx-focus", "none", profile="smoke")
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert "5 passed" in ok.stdout and "created: 2/2 workers" in ok.stdout
     device = r"cuda \(.+\)" if torch.cuda.is_available() else r"cpu \(no CUDA device\)"
@@ -350,6 +354,32 @@ def test_the_torch_ir_and_grad_options_from_the_command_line(tmp_path, capsys):
     r = _main(capsys, "verify", "torch.fx.passes.tools_common:legalize_graph", "--requires-grad",
               "--max-examples", "20", "--seed", "0", "--repro-dir", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_plugin_discovers_no_focus_where_it_draws_no_static_aten_graph(passes):
+    """--fx-dynamic and --fx-ir torch draw graphs that focus does not shape (as in verify()): the
+    plugin's fixture discovers nothing for them, and a focus given for them is a usage error."""
+    from conformance.suite import test_third_party_pass as suite
+
+    def options(**given):
+        values = dict(fx_pass=f"{passes}:identity", fx_signature=None, fx_settings_factory=None, fx_pass_arg=[],
+                      fx_context=None, fx_graphs="functional", fx_focus="auto", fx_dynamic=False, fx_device="cpu",
+                      fx_ir="aten", fx_requires_grad=False, fx_ensure=[], fx_specials="strict")
+        values.update(given)
+        config = SimpleNamespace(getoption=lambda name, default=None: values[name])
+        return suite.fx_options._get_wrapped_function()(SimpleNamespace(config=config))
+
+    discovered = []
+    real = suite.resolve_focus
+    try:
+        suite.resolve_focus = lambda focus, *a, **k: (discovered.append(focus), real(focus, *a, **k))[1]
+        options(fx_dynamic=True)
+        options(fx_ir="torch")
+        assert discovered == ["none", "none"]
+        with pytest.raises(pytest.UsageError, match="--fx-focus none"):
+            options(fx_dynamic=True, fx_focus="aten.neg.default")
+    finally:
+        suite.resolve_focus = real
 
 
 def test_pytest_plugin_checks_dynamic_with_fx_dynamic(tmp_path):

@@ -37,16 +37,20 @@ def fx_options(request):
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-pass: {exc}") from None
     mutating = config.getoption("fx_graphs") == "mutating"
+    dynamic, ir, focus_option = config.getoption("fx_dynamic"), config.getoption("fx_ir"), config.getoption("fx_focus")
+    if dynamic or ir == "torch":  # as verify(): focus shapes static ATen graphs, so it is not discovered for these
+        if focus_option not in ("auto", "none", None):
+            raise pytest.UsageError("--fx-focus: focus ops shape static ATen graphs; --fx-ir torch draws nn.Modules "
+                                    "and --fx-dynamic symbolic programs (use --fx-focus none)")
+        focus_option = "none"
     try:
-        focus, _ = resolve_focus(config.getoption("fx_focus"), put, mutations=mutating, timeout=10.0)
+        focus, _ = resolve_focus(focus_option, put, mutations=mutating, timeout=10.0)
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-focus: {exc}") from None
-    dynamic = config.getoption("fx_dynamic")
     try:
         device = resolve_device(config.getoption("fx_device"))
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-device: {exc}") from None
-    ir = config.getoption("fx_ir")
     try:  # drawn on the device they run on (dynamic and torch-IR graphs on the CPU: check() moves them)
         strategy = graphs(dynamic=True) if dynamic else \
             graphs(mutations=mutating, special_values=True, focus=focus, ir=ir,
