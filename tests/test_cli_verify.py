@@ -168,10 +168,10 @@ def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys)
                  "--allow-vacuous"]) == 0
 
 
-def test_bug_found_reported_and_reproduced(passes, tmp_path):
-    out = tmp_path / "out"
-    r = _cli("verify", f"{passes}:swap_sub", "--seed", "0", "--repro-dir", out / "repro",
-             "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
+def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
+    out = tmp_path / "out"  # the search in this process (the README's transcript runs the command); the repro in its own
+    r = _main(capsys, "verify", f"{passes}:swap_sub", "--seed", "0", "--repro-dir", out / "repro",
+              "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
     assert r.returncode == 1, r.stdout + r.stderr
     # values at least (a swapped broadcast can break validity too, as a search under load once found)
     assert "values violated by a minimal graph" in r.stdout and re.search(r"FAIL: \d propert", r.stdout)
