@@ -60,20 +60,23 @@ def test_readme_verify_transcript_is_what_the_command_prints(tmp_path):
     assert (tmp_path / "reports" / "repro" / "repro_my_passes_canonicalize_sub_values.py").exists()
 
 
-def test_readme_prove_transcript_is_what_the_commands_print():
-    """The README's prove block: each command's output, line for line (only the times may differ)."""
+def test_readme_prove_transcript_is_what_the_commands_print(capsys):
+    """The README's prove block: each command's output, line for line (only the times may differ);
+    run by the CLI's main() in this process (the verify transcript above runs as a process)."""
     import shlex
+
+    from conformance.cli import main
 
     text = (ROOT / "README.md").read_text()
     block = re.search(r"```text\n(\$ fx-conformance prove .*?)```", text, re.S).group(1)
     runs = re.findall(r"^\$ (fx-conformance prove .*)\n((?:[^$].*\n)*)", block, re.M)
     assert len(runs) == 3
     for command, shown in runs:
-        proc = subprocess.run([sys.executable, "-m", "conformance.cli", *shlex.split(command)[1:]],
-                              capture_output=True, text=True, timeout=120)
+        capsys.readouterr()
+        code = main(shlex.split(command)[1:])
         timeless = lambda s: re.sub(r"\(\d+\.\d ms\)", "(T ms)", s).strip()  # noqa: E731
-        assert timeless(proc.stdout) == timeless(shown), command
-        assert proc.returncode == (1 if "refuted" in shown else 0)
+        assert timeless(capsys.readouterr().out) == timeless(shown), command
+        assert code == (1 if "refuted" in shown else 0)
 
 
 def test_readme_functionalization_example_prints_what_the_readme_shows(capsys):
