@@ -9,14 +9,49 @@ Layers: ``adapters`` (any pass form -> one callable), ``invariants`` (graph vali
 over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit, Markdown).
 """
 
+import importlib
+import sys
+import types
+
 from ._errors import HarnessError, OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, PROPERTIES, Verdict, VerifyResult, Violation
-from .search import verify
-from .adapters import SIGNATURES, PassUnderTest, fake_mode_of, load_pass
-from .contracts import CONTRACTS, register_contract
-from .oracle import TOLERANCES
 from .profiles import PROFILES, register_profiles
-from .verify import check
+
+# The rest imports torch (and the search, Inductor's pattern matcher: 3-5 s) on first use, so that
+# the pytest plugin, which every pytest run in an environment holding fx-conformance loads, imports
+# no torch unless a run asks for fx-conformance.
+_LAZY = {"SIGNATURES": "adapters", "PassUnderTest": "adapters", "fake_mode_of": "adapters", "load_pass": "adapters",
+         "CONTRACTS": "contracts", "register_contract": "contracts", "TOLERANCES": "oracle", "check": "verify"}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY, "verify"})
+
+
+class _Package(types.ModuleType):
+    """``conformance.verify`` is the search, ``conformance.search.verify``, though a submodule has
+    that name too (``conformance/verify.py``: ``check``, the ``Checker``). Importing the submodule
+    sets the package's attribute to it; this property keeps the function (the submodule is
+    ``sys.modules["conformance.verify"]``, and ``from conformance.verify import check`` finds it)."""
+
+    @property
+    def verify(self):
+        return importlib.import_module(".search", __name__).verify
+
+    @verify.setter
+    def verify(self, value):
+        pass
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "CONTRACTS",

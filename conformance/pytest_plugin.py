@@ -54,19 +54,26 @@ def pytest_addoption(parser):
 
 
 def pytest_report_header(config):
-    import hypothesis
-    import torch
+    """Versions and profile on every run (read from the installed distributions: nothing imported);
+    the device, whose query imports torch, where the run asks for fx-conformance (``--fx-pass``, or
+    ``--fx-summary`` as ``fx-conformance run`` passes it)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        import triton
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = "not installed"
     profile = config.getoption("hypothesis_profile", default=None) or os.environ.get("HYPOTHESIS_PROFILE", "default")
-    device = f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "cpu (no CUDA device)"
-    lines = [f"fx-conformance: torch {torch.__version__}, triton {triton_version}, "
-             f"hypothesis {hypothesis.__version__}, profile {profile}, device {device}"]
+    line = (f"fx-conformance: torch {installed('torch')}, triton {installed('triton')}, "
+            f"hypothesis {installed('hypothesis')}, profile {profile}")
+    if config.getoption("fx_pass", default=None) or config.getoption("fx_summary", default=False) \
+            or config.getoption("fx_summary_json", default=None):
+        import torch
+
+        line += f", device {f'cuda ({torch.cuda.get_device_name(0)})' if torch.cuda.is_available() else 'cpu (no CUDA device)'}"
+    lines = [line]
     target = config.getoption("fx_pass", default=None)
     if target:
         ensure = ", ".join(config.getoption("fx_ensure")) or "none"

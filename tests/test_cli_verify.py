@@ -210,6 +210,18 @@ def _pytest(*args, cwd, profile):
                           cwd=cwd, env=env, timeout=600)
 
 
+def test_a_pytest_run_that_asks_nothing_of_the_plugin_imports_no_torch(tmp_path):
+    """The plugin loads in every pytest run where fx-conformance is installed: it leaves torch (and
+    its 3-5 s import) to runs that ask for fx-conformance."""
+    (tmp_path / "test_host.py").write_text("import sys\n\n\ndef test_no_torch():\n"
+                                           "    assert 'torch' not in sys.modules, 'imported at start-up'\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_host.py"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert re.search(r"^fx-conformance: torch \S+, triton \S+, hypothesis \S+, profile default$", r.stdout, re.M), \
+        r.stdout[:2000]
+
+
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     # Discovery (the plugin's default focus) runs for the failing pass below; these runs are about the
     # verdict and its exit code, and identity changes no graph, focused or not.
