@@ -195,6 +195,40 @@ def _reads_a_tensor_written_in_place(violation) -> bool:
                                           violation.graph_after or "") is not None
 
 
+_VIEWS = ("split", "split_with_sizes", "slice", "select", "view", "reshape", "expand", "unsqueeze", "squeeze",
+          "permute", "transpose", "t", "alias", "narrow", "unbind", "chunk", "diagonal", "as_strided", "unfold")
+
+
+def _views_to_base(graph: str) -> dict:
+    """``name -> the tensor it views`` for the view nodes of a graph's code (a getitem of a split too)."""
+    read = {}
+    for name, op, operand in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(\w+)\.\w+\((\w+)", graph, re.M):
+        if op in _VIEWS:
+            read[name] = operand
+    for name, operand in re.findall(r"^\s*(\w+) = (\w+)\[\d+\]", graph, re.M):
+        read[name] = operand
+    return read
+
+
+def _base(name: str, views: dict) -> str:
+    while name in views:
+        name = views[name]
+    return name
+
+
+def _views_a_tensor_written_in_place(violation) -> bool:
+    """The node a stale-meta message names views (through views) a tensor that an in-place op of the
+    graph after the pass writes, itself or through a view: Inductor's reinplacing of a scatter into
+    a ``copy_`` on a slice of the input, met on a view of that input read after the write."""
+    node = re.search(r"\[node \d+ %(\w+):", violation.message)
+    after = violation.graph_after or ""
+    if node is None:
+        return False
+    views = _views_to_base(after)
+    written = re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", after)
+    return node.group(1) in views and _base(node.group(1), views) in {_base(w, views) for w in written}
+
+
 def _constant_program():
     c = torch.ones(3)
     return lambda x: (torch.ops.aten.add.Tensor(x, c.clone()),)
@@ -300,7 +334,11 @@ FINDINGS = {
         lambda: (torch.tensor(1.0), torch.randn(4)[::2], torch.tensor([1])),
         "Inductor's reinplace_inplaceable_ops turns index_put(x, ...) + the epilogue's copy_ into "
         "index_put_(x, ...) and keeps the out-of-place node's meta['val'] (contiguous), but the node now "
-        "returns x itself: for a strided input (stride 2) the meta's strides are wrong"),
+        "returns x itself: for a strided input (stride 2) the meta's strides are wrong; the same for a "
+        "slice_scatter it turns into copy_ on a slice of x, where a view of the scatter (split(...)[0]) "
+        "now views x and keeps the contiguous meta (make conformance, seed 2029246500)",
+        also=(("validity", r"meta\['val'\].* stride=.*\(what the node produces\)",
+               r"copy_\.default\(\w+, (slice_scatter|select_scatter)", _views_a_tensor_written_in_place),)),
     "inductor-reinplace-writes-into-its-own-values": Finding(
         ("post_grad.post_grad_passes",), "validity", r"refer to a single memory location",
         _index_put_of_itself, lambda: (torch.randn(1, 4), torch.tensor([0])),
@@ -484,6 +522,31 @@ def test_torch_pass(name):
     assert result.ok, f"{name} ({row.ir} IR, seed {result.seed}): a violation no finding names:\n" + "\n\n".join(
         f"{v.property}: {v.message}\n{v.graph_before}\n{v.graph_after}" for v in result.violations)
     assert result.changed > 0, f"{name}: {result.vacuous_text} (seed {result.seed})"
+
+
+def _write_a_split_then_read_it(x, i, v):
+    aten.index_put_.default(aten.split.Tensor(x, 4, -2)[0], [i], v, True)
+    return (aten.clone.default(aten.split.Tensor(x, 4, -2)[0]),)
+
+
+def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_there_only():
+    """make conformance (seed 2029246500) met Inductor's reinplaced meta through a slice_scatter: the
+    minimal program's stale view matches the finding; the same message where the graph after writes
+    nothing in place, or the graph before scatters nothing back, does not."""
+    row, inputs = PASSES["post_grad.post_grad_passes"], (torch.randn(9, 4, 1)[::3], torch.tensor([1]), torch.tensor(1.0))
+    gm, inputs = to_ir(make_fx(_write_a_split_then_read_it)(*inputs), inputs, row.ir)
+    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
+    stale = [v for v in verdict.violations if v.property == "validity"]
+    assert stale and "%getitem" in stale[0].message, verdict.violations
+    finding = FINDINGS["inductor-reinplace-keeps-the-out-of-place-meta"]
+    for v in stale:  # as the search reports it
+        v.graph_before, v.graph_after = gm.code, verdict.graph_after
+        assert finding.matches(v), v.message
+    v = stale[0]
+    written, v.graph_after = v.graph_after, re.sub(r"aten\.copy_\.default", "aten.copy.default", v.graph_after)
+    assert not finding.matches(v)
+    v.graph_after, v.graph_before = written, gm.code.replace("slice_scatter", "slice_copy")
+    assert not finding.matches(v)
 
 
 def test_a_finding_met_another_way_is_matched_only_with_its_graph():
