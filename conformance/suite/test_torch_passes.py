@@ -298,14 +298,15 @@ FINDINGS = {
         "conformance met it there through full(1) * x (seed 3012685193)",
         before=_UNIFORM),
     "remove-no-ops-overwrites-the-kept-operands-meta": Finding(
-        ("joint_graph.joint_graph_passes",), "validity",
+        ("joint_graph.joint_graph_passes", "joint_graph.constant_fold_uniform_value"), "validity",
         r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: placeholder",
         lambda x: (aten.mul.Tensor(aten.scalar_tensor.default(1.0), x),),
         lambda: (torch.randn(1, 1, 3).expand(1, 4, 3),),
         "remove_no_ops replaces 1.0 * x by x and copies the removed node's meta onto x "
         "(replacement.meta.update(node.meta)): x's meta['val'] takes the product's contiguous strides, "
         "which an expanded input does not have, so a later pass reads a layout the input lacks (found by "
-        "make conformance, seed 1312097727)",
+        "make conformance, seed 1312097727; met through constant_fold_uniform_value, which ends with "
+        "remove_no_ops, at seed 2284685492: (2 - exp(0)) * x)",
         before=_UNIFORM),
     "addmm-pattern-drops-alpha": Finding(
         ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
