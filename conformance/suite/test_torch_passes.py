@@ -171,9 +171,11 @@ class Finding:
     # a regex the graph before the pass must match too, where the message alone is any bug's (an
     # IndexError): the structure the finding is about
     before: str | None = None
+    # and where a regex cannot say that structure, a test of the violation (its graphs)
+    shape: Callable | None = None
 
     def matches(self, violation) -> bool:
-        ways = ((self.property, self.message, self.before), *self.also)
+        ways = ((self.property, self.message, self.before, *((self.shape,) if self.shape else ())), *self.also)
         return any(violation.property == prop and re.search(message, violation.message)
                    and (before is None or re.search(before, violation.graph_before or ""))
                    and all(test(violation) for test in more)
@@ -227,6 +229,23 @@ def _views_a_tensor_written_in_place(violation) -> bool:
     views = _views_to_base(after)
     written = re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", after)
     return node.group(1) in views and _base(node.group(1), views) in {_base(w, views) for w in written}
+
+
+def _sin_twice_one_written(x):
+    a, b = aten.sin.default(x), aten.sin.default(x)
+    aten.abs_.default(a)
+    return (aten.add.Tensor(a, b),)
+
+
+def _merges_a_tensor_written_in_place(violation) -> bool:
+    """The graph before computes one value twice (the same op on the same operands) and writes one of
+    the two in place later: merged, the other's readers see the write."""
+    before = violation.graph_before or ""
+    calls: dict = {}
+    for name, call in re.findall(r"^\s*(\w+) = (torch\.ops\.aten\.\w+\.\w+\([^;\n]*\))", before, re.M):
+        calls.setdefault(call, []).append(name)
+    written = set(re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", before))
+    return any(len(names) > 1 and written & set(names) for names in calls.values())
 
 
 def _constant_program():
@@ -423,6 +442,14 @@ FINDINGS = {
         lambda x: (aten.rand_like.default(x), aten.rand_like.default(x)), lambda: (torch.zeros(3),),
         "CSEPass() bans no op by default (banned_ops=None becomes an empty set though the module lists its "
         "random ops in get_CSE_banned_ops()), so two rand_like draws on one tensor are merged into one"),
+    "cse-pass-merges-a-value-written-in-place": Finding(
+        ("fx.CSEPass",), "values", r"elements differ", _sin_twice_one_written, lambda: (torch.randn(8),),
+        "CSEPass merges two equal pure nodes (sin(x) twice) though one of them is written in place later "
+        "(abs_): the other's readers then see the write (wrong values; where the merged tensor is both "
+        "written and read by one in-place op, eager raises 'some elements of the input tensor and the "
+        "written-to tensor refer to a single memory location') (found by make conformance, seed 823726206)",
+        shape=_merges_a_tensor_written_in_place,
+        also=(("validity", r"refer to a single memory location", None, _merges_a_tensor_written_in_place),)),
     "legalize-graph-reorders-random-draws": Finding(
         ("fx.legalize_graph",), "values", r"differ",
         lambda x: _dropout_then_rand_like(x), lambda: (torch.zeros(()),),
@@ -576,6 +603,16 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
     assert met("softmax-pattern-raises-on-a-0-d-operand", "execution", index, softmax)
     assert not met("softmax-pattern-raises-on-a-0-d-operand", "execution", index,
                    "cat = torch.ops.aten.cat.default([x0, x1], 1)")
+    # CSE across a write met as eager's overlap check (make conformance, seed 823726206): with a value
+    # computed twice and one copy written in place in the graph before, and not without
+    twice = ("sin = torch.ops.aten.sin.default(arg3_1)\nsin_1 = torch.ops.aten.sin.default(arg3_1);  arg3_1 = None\n"
+             "abs_ = torch.ops.aten.abs_.default(sin);  sin = None\n"
+             "scatter_add_ = torch.ops.aten.scatter_add_.default(abs_, 0, arg0_1, sin_1)")
+    assert met("cse-pass-merges-a-value-written-in-place", "validity", overlap, twice)
+    assert not met("cse-pass-merges-a-value-written-in-place", "validity", overlap, twice.replace("abs_.default(sin)",
+                                                                                               "abs.default(sin)"))
+    assert not met("cse-pass-merges-a-value-written-in-place", "values", differ, twice.replace("sin.default(arg3_1);",
+                                                                                             "cos.default(arg3_1);"))
     # reinplace's out-of-place meta met on a view of the written tensor, and not on a view of another
     stale = ("meta['val']=float32[4, 3, 1] stride=(3, 1, *), but should be float32[4, 3, 1] stride=(6, 2, *) "
              "(what the node produces) [node 12 %expand_default: call_function "

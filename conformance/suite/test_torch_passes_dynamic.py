@@ -76,6 +76,15 @@ DYNAMIC_FINDINGS = {
         "on view(view(x[s0, s1], [s0*s1]), [s0*s1//2, 2]) the pass compares the sizes with == while looking for "
         "a pointless view pair, so it records the guard Ne(s0, s0*s1//2) (false at s0=s1=2) and changes nothing: "
         "the compiled graph is specialised away from sizes the original holds at"),
+    "uniform-fold-drops-a-slices-clamp": DynamicFinding(
+        ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "dynamic",
+        r"at s\d+=0\b.*running the result raised RuntimeError: Trying to create tensor with negative dimension -1",
+        lambda x: (torch.ops.aten.mul.Tensor(torch.ops.aten.slice.Tensor(x, 2, 0, x.size(2) - 1), 0), x.size(2)),
+        lambda: (torch.randn(3, 1, 3),),
+        "slice(x[s0, 1, s0], 2, 0, s0 - 1) * 0 becomes full([s0, 1, s0 - 1], 0.0): the slice's symbolic size "
+        "without the clamp the slice applies, so at s0 = 0 (a size the original holds at: the slice is empty) "
+        "the result asks for a tensor of size -1 and raises (found by make conformance through "
+        "joint_graph_passes, seed 823726206)"),
 }
 
 
