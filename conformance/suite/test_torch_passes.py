@@ -337,7 +337,10 @@ FINDINGS = {
         ("fx.reinplace",), "validity", r"doesn't match the broadcast shape",
         lambda x, y: (aten.add.Tensor(aten.abs.default(x), y),), lambda: (torch.randn(1), torch.randn(1, 1)),
         "reinplace turns add(abs(x), y) into add_ (any out-of-place op into its in-place form) though y "
-        "broadcasts abs(x) to a bigger shape: the in-place op's result does not fit its operand, and it raises"),
+        "broadcasts abs(x) to a bigger shape: the in-place op's result does not fit its operand, and it raises "
+        "(addmm_'s message says so in other words: make conformance, seed 1209968833)",
+        also=(("validity", r"Bad in-place call: input tensor size \[[\d, ]*\] and output tensor size \[[\d, ]*\] "
+               r"should match", None),)),
     "reinplace-keeps-the-out-of-place-meta": Finding(
         ("fx.reinplace",), "validity", r"meta\['val'\].* stride=.*_\.",
         lambda x, y: (aten.mul.Tensor(aten.select_scatter.default(x, y, 0, 0), 2.0),),
@@ -575,6 +578,22 @@ def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_the
     assert not finding.matches(v)
     v.graph_after, v.graph_before = written, gm.code.replace("slice_scatter", "slice_copy")
     assert not finding.matches(v)
+
+
+def _addmm_into_a_broadcast(x, a, b):
+    return (aten.addmm.default(aten.abs.default(x), a, b),)
+
+
+def test_reinplace_into_a_broadcast_result_is_matched_in_addmms_words_too():
+    """make conformance (seed 1209968833) met reinplace's in-place op on a broadcast operand as addmm_,
+    whose error reads 'Bad in-place call: ... should match'."""
+    row = PASSES["fx.reinplace"]
+    inputs = (torch.randn(1), torch.randn(1, 2), torch.randn(2, 1))
+    gm, inputs = to_ir(make_fx(_addmm_into_a_broadcast)(*inputs), inputs, row.ir)
+    verdict = check(row.target, gm, inputs)
+    assert [v.property for v in verdict.violations] == ["validity"], verdict.violations
+    assert "Bad in-place call" in verdict.violations[0].message
+    assert FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(verdict.violations[0])
 
 
 def test_a_finding_met_another_way_is_matched_only_with_its_graph():
