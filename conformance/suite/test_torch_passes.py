@@ -446,11 +446,13 @@ FINDINGS = {
         "CSEPass() bans no op by default (banned_ops=None becomes an empty set though the module lists its "
         "random ops in get_CSE_banned_ops()), so two rand_like draws on one tensor are merged into one"),
     "cse-pass-merges-a-value-written-in-place": Finding(
-        ("fx.CSEPass",), "values", r"elements differ", _sin_twice_one_written, lambda: (torch.randn(8),),
+        ("fx.CSEPass",), "values", r"elements differ|shape=\(.*\), but should be", _sin_twice_one_written,
+        lambda: (torch.randn(8),),
         "CSEPass merges two equal pure nodes (sin(x) twice) though one of them is written in place later "
         "(abs_): the other's readers then see the write (wrong values; where the merged tensor is both "
         "written and read by one in-place op, eager raises 'some elements of the input tensor and the "
-        "written-to tensor refer to a single memory location') (found by make conformance, seed 823726206)",
+        "written-to tensor refer to a single memory location'; a metadata write, transpose_, changes the "
+        "other's shape: seed 3583679489) (found by make conformance, seed 823726206)",
         shape=_merges_a_tensor_written_in_place,
         also=(("validity", r"refer to a single memory location", None, _merges_a_tensor_written_in_place),)),
     "legalize-graph-reorders-random-draws": Finding(
@@ -632,6 +634,10 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
                                                                                                "abs.default(sin)"))
     assert not met("cse-pass-merges-a-value-written-in-place", "values", differ, twice.replace("sin.default(arg3_1);",
                                                                                              "cos.default(arg3_1);"))
+    transposed = "output[1] shape=(1, 4, 0), but should be (0, 4, 1)"  # seed 3583679489: transpose_ of one copy
+    assert met("cse-pass-merges-a-value-written-in-place", "values", transposed, twice)
+    assert not met("cse-pass-merges-a-value-written-in-place", "values", transposed,
+                   twice.replace("abs_.default(sin)", "abs.default(sin)"))
     # reinplace's out-of-place meta met on a view of the written tensor, and not on a view of another
     stale = ("meta['val']=float32[4, 3, 1] stride=(3, 1, *), but should be float32[4, 3, 1] stride=(6, 2, *) "
              "(what the node produces) [node 12 %expand_default: call_function "
