@@ -193,8 +193,12 @@ def _reads_a_tensor_written_in_place(violation) -> bool:
     """The node a stale-meta message names reads, as its first operand, a tensor that an in-place op
     of the graph after the pass writes (reinplace's out-of-place meta, met downstream of the write)."""
     read = re.search(r"\[node \d+ %\w+: call_function [\w.]+\(%(\w+)", violation.message)
-    return read is not None and re.search(rf"torch\.ops\.aten\.\w+_\.\w+\({read.group(1)}\b",
-                                          violation.graph_after or "") is not None
+    return read is not None and read.group(1) in _written_in_place(violation.graph_after or "")
+
+
+def _written_in_place(graph: str) -> set:
+    """The names an in-place ATen op (``add_``, ``copy_``, ...) of a graph's code writes."""
+    return set(re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", graph))
 
 
 _VIEWS = ("split", "split_with_sizes", "slice", "select", "view", "reshape", "expand", "unsqueeze", "squeeze",
@@ -227,8 +231,8 @@ def _views_a_tensor_written_in_place(violation) -> bool:
     if node is None:
         return False
     views = _views_to_base(after)
-    written = re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", after)
-    return node.group(1) in views and _base(node.group(1), views) in {_base(w, views) for w in written}
+    bases = {_base(w, views) for w in _written_in_place(after)}
+    return node.group(1) in views and _base(node.group(1), views) in bases
 
 
 def _sin_twice_one_written(x):
@@ -244,7 +248,7 @@ def _merges_a_tensor_written_in_place(violation) -> bool:
     calls: dict = {}
     for name, call in re.findall(r"^\s*(\w+) = (torch\.ops\.aten\.\w+\.\w+\([^;\n]*\))", before, re.M):
         calls.setdefault(call, []).append(name)
-    written = set(re.findall(r"torch\.ops\.aten\.\w+_\.\w+\((\w+)\b", before))
+    written = _written_in_place(before)
     return any(len(names) > 1 and written & set(names) for names in calls.values())
 
 
