@@ -72,7 +72,8 @@ def pytest_report_header(config):
             or config.getoption("fx_summary_json", default=None):
         import torch
 
-        line += f", device {f'cuda ({torch.cuda.get_device_name(0)})' if torch.cuda.is_available() else 'cpu (no CUDA device)'}"
+        cuda = torch.cuda.is_available()
+        line += f", device {f'cuda ({torch.cuda.get_device_name(0)})' if cuda else 'cpu (no CUDA device)'}"
     lines = [line]
     target = config.getoption("fx_pass", default=None)
     if target:

@@ -169,7 +169,8 @@ def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys)
 
 
 def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
-    out = tmp_path / "out"  # the search in this process (the README's transcript runs the command); the repro in its own
+    # the search in this process (the README's transcript runs the command); the repro in its own
+    out = tmp_path / "out"
     r = _main(capsys, "verify", f"{passes}:swap_sub", "--seed", "0", "--repro-dir", out / "repro",
               "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
     assert r.returncode == 1, r.stdout + r.stderr

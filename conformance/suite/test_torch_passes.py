@@ -570,7 +570,8 @@ def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_the
     """make conformance (seed 2029246500) met Inductor's reinplaced meta through a slice_scatter: the
     minimal program's stale view matches the finding; the same message where the graph after writes
     nothing in place, or the graph before scatters nothing back, does not."""
-    row, inputs = PASSES["post_grad.post_grad_passes"], (torch.randn(9, 4, 1)[::3], torch.tensor([1]), torch.tensor(1.0))
+    row = PASSES["post_grad.post_grad_passes"]
+    inputs = (torch.randn(9, 4, 1)[::3], torch.tensor([1]), torch.tensor(1.0))
     gm, inputs = to_ir(make_fx(_write_a_split_then_read_it)(*inputs), inputs, row.ir)
     verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
     stale = [v for v in verdict.violations if v.property == "validity"]
