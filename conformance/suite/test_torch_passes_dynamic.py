@@ -22,6 +22,7 @@ from hypothesis import settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance import check
+from conformance.oracle import describe
 from strategies import graph_symbolic_shapes
 
 from .test_torch_passes import PASSES, finding_params, known_for, verify_row
@@ -46,14 +47,73 @@ class DynamicFinding:
     program: Callable
     inputs: Callable
     behaviour: str
+    # where the message alone is any bug's, a test of the violation: the structure the finding is about
+    shape: Callable | None = None
 
     def matches(self, violation) -> bool:
-        return violation.property == self.property and re.search(self.message, violation.message) is not None
+        return (violation.property == self.property and re.search(self.message, violation.message) is not None
+                and (self.shape is None or self.shape(violation)))
 
     def graph(self):
-        inputs = self.inputs()
-        gm = make_fx(self.program, tracing_mode="symbolic")(*inputs)
-        return gm, inputs, graph_symbolic_shapes(gm)
+        return _traced(self.program, self.inputs())
+
+
+def _guard_values(message: str):
+    """The two sides of the ``Ne``/``Eq`` guard a dynamic violation names, at its example's sizes."""
+    guard = re.search(r"guard (?:Ne|Eq)\((.*)\) recorded by the pass", message)
+    example = re.search(r"\(the example: ([^)]*)\)", message)
+    if guard is None or example is None:
+        return None
+    sizes = {name: int(value) for name, value in re.findall(r"(s\d+)=(-?\d+)", example.group(1))}
+    depth, text = 0, guard.group(1)
+    for i, c in enumerate(text):  # the comma between the two sides, outside any parentheses
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            try:
+                return tuple(eval(side, {"__builtins__": {}, "Max": max, "Min": min}, dict(sizes))  # noqa: S307
+                             for side in (text[:i], text[i + 1:]))
+            except Exception:  # noqa: BLE001 - a function the evaluation does not know: not this finding's guard
+                return None
+    return None
+
+
+def _view_pair_sizes(graph: str, inputs: str) -> set:
+    """``(base size, size)`` pairs that Inductor's pointless-view-pair pattern compares with ``==`` in
+    ``graph`` run on ``inputs`` (zeros of the described shapes and strides): for each
+    ``view(view(base, size1), size2)`` whose ``size2`` has ``base``'s rank, ``base``'s sizes against
+    ``size2``'s at the same positions."""
+    tensors = []
+    for dtype, shape, stride in re.findall(r"input\[\d+\]: (\w+)\[([\d, ]*)\](?: stride=\(([\d, ]*)\))?", inputs):
+        size = [int(d) for d in shape.split(",") if d.strip()]
+        strides = [int(d) for d in stride.split(",") if d.strip()] if stride else torch.empty(size).stride()
+        tensors.append(torch.empty_strided(size, strides, dtype=getattr(torch, dtype)).zero_())
+    bases, pairs = {}, set()
+
+    def view(t, size):
+        out = torch.ops.aten.view.default(t, size)
+        if id(t) in bases and len(size) == bases[id(t)].dim():
+            pairs.update(zip(bases[id(t)].shape, size))
+        bases[id(out)] = t  # kept alive, so no other tensor takes its id
+        return out
+
+    scope = {"torch": torch, "_view": view}
+    try:
+        exec(graph.replace("torch.ops.aten.view.default(", "_view("), scope)  # noqa: S102 - the graph's own code
+        with torch.no_grad():
+            scope["forward"](None, *tensors)
+    except Exception:  # noqa: BLE001 - a graph this replay cannot run: not this finding's structure
+        return set()
+    return {(int(a), int(b)) for a, b in pairs}
+
+
+def _compares_a_view_pairs_sizes(violation) -> bool:
+    """The guard's two sides, at the example's sizes, are a base size and a size of a view pair of the
+    graph before, at one position: the comparison ``pointless_view_pair`` makes."""
+    sides = _guard_values(violation.message)
+    if sides is None:
+        return False
+    pairs = _view_pair_sizes(violation.graph_before or "", violation.inputs or "")
+    return sides in pairs or sides[::-1] in pairs
 
 
 DYNAMIC_FINDINGS = {
@@ -70,12 +130,14 @@ DYNAMIC_FINDINGS = {
         "node defined later in the graph: the result does not lint (joint_graph_passes runs the fold: met "
         "there by make conformance, seed 3158014394)"),
     "joint-graph-guards-on-a-view-of-a-view": DynamicFinding(
-        ("joint_graph.joint_graph_passes",), "dynamic",
-        r"guard Ne\(s0, \(\(s0\*s1\)//2\)\) recorded by the pass",
+        ("joint_graph.joint_graph_passes",), "dynamic", r"guard (Ne|Eq)\(.*\) recorded by the pass",
         lambda x: (x.reshape(x.size(0) * x.size(1)).reshape(x.numel() // 2, 2),), lambda: (torch.randn(3, 6),),
         "on view(view(x[s0, s1], [s0*s1]), [s0*s1//2, 2]) the pass compares the sizes with == while looking for "
-        "a pointless view pair, so it records the guard Ne(s0, s0*s1//2) (false at s0=s1=2) and changes nothing: "
-        "the compiled graph is specialised away from sizes the original holds at"),
+        "a pointless view pair (definitely_equal's guard_or_false records a guard on backed sizes), so it records "
+        "the guard Ne(s0, s0*s1//2) (false at s0=s1=2) and changes nothing: the compiled graph is specialised "
+        "away from sizes the original holds at (met as Ne(2*s0, s0*s1) on view(view(cat([x, x]), [-1]), "
+        "[s0*s1, 2]) by make conformance, seed 124723663)",
+        shape=_compares_a_view_pairs_sizes),
     "uniform-fold-drops-a-slices-clamp": DynamicFinding(
         ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "dynamic",
         r"at s\d+=0\b.*running the result raised RuntimeError: Trying to create tensor with negative dimension -1",
@@ -151,11 +213,20 @@ def test_a_vacuous_first_seed_is_retried_at_another_seed():
     assert calls == [(8, 7)]
 
 
-def _check(name: str, pass_name: str):
+def _check(name: str, pass_name: str, program=None, inputs=None):
     finding, row = DYNAMIC_FINDINGS[name], PASSES[pass_name]
-    gm, inputs, shapes = finding.graph()
-    return finding, check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                          symbolic=shapes)
+    gm, inputs, shapes = finding.graph() if program is None else _traced(program, inputs)
+    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
+                    symbolic=shapes)
+    for v in verdict.violations:  # as the search reports it (the graph and inputs a finding's shape reads)
+        v.graph_before = v.graph_before or gm.code.strip()
+        v.inputs = v.inputs or "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(inputs))
+    return finding, verdict
+
+
+def _traced(program, inputs):
+    gm = make_fx(program, tracing_mode="symbolic")(*inputs)
+    return gm, inputs, graph_symbolic_shapes(gm)
 
 
 @pytest.mark.parametrize("name, pass_name", list(finding_params(DYNAMIC_FINDINGS, strict_xfail=False)))
@@ -171,3 +242,24 @@ def test_dynamic_finding_fixed(name, pass_name):
     """Fails while torch has the bug (a strict xfail): the day it passes, remove the finding's row."""
     _, verdict = _check(name, pass_name)
     assert verdict.ok, "\n".join(f"{v.property}: {v.message}" for v in verdict.violations)
+
+
+def _view_pair_of_a_cat(x):
+    return ((torch.cat([x, x]) * 2).reshape(-1).reshape(x.size(0) * x.size(1), 2),)
+
+
+def test_a_guard_on_a_view_pair_is_matched_by_the_sizes_it_compares():
+    """make conformance (seed 124723663) met the view-pair guard as Ne(2*s0, s0*s1): the finding
+    matches any guard whose sides, at the example's sizes, are the sizes the pattern compares; the
+    same guard on other sides, or on a graph without the pair, is not the finding."""
+    name = "joint-graph-guards-on-a-view-of-a-view"
+    finding, verdict = _check(name, "joint_graph.joint_graph_passes", _view_pair_of_a_cat, (torch.randn(3, 6),))
+    guards = [v for v in verdict.violations if v.property == "dynamic"]
+    assert guards and "Ne(2*s0, s0*s1)" in guards[0].message, verdict.violations
+    v = guards[0]
+    assert finding.matches(v)
+    message = v.message
+    v.message = message.replace("Ne(2*s0, s0*s1)", "Ne(s0, s0*s1)")  # 3 against 18: no position compares them
+    assert not finding.matches(v)
+    v.message, v.graph_before = message, v.graph_before.replace("aten.view.default(view,", "aten.reshape.default(view,")
+    assert not finding.matches(v)
