@@ -116,6 +116,16 @@ def _compares_a_view_pairs_sizes(violation) -> bool:
     return sides in pairs or sides[::-1] in pairs
 
 
+def _a_size_used_before_it_is_defined(violation) -> bool:
+    """The argument the fold's ``full`` uses before it is defined is a symbolic size of the graph: a
+    ``sym_size``/``sym_numel``/``sym_stride`` node, or arithmetic on sizes (``mul_1 = sym_size_int * 2``)."""
+    used = re.search(r"Argument '(\w+)' of Node 'full_default\w*'", violation.message)
+    if used is None:
+        return False
+    size = rf"^\s*{used.group(1)} = (torch\.ops\.aten\.sym_(size|numel|stride)\.\w+\(|\w+ (\*|\+|-|//|%) \w+\b)"
+    return any(re.search(size, g or "", re.M) for g in (violation.graph_before, violation.graph_after))
+
+
 DYNAMIC_FINDINGS = {
     "reinplace-crashes-on-sym-size": DynamicFinding(
         ("fx.reinplace",), "execution", r"AttributeError: 'int' object has no attribute 'numel'",
@@ -124,11 +134,13 @@ DYNAMIC_FINDINGS = {
         "included, and calls .numel() on its result (an int): it raises on every graph with a sym_size node"),
     "uniform-fold-uses-a-size-before-it-is-defined": DynamicFinding(
         ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "validity",
-        r"Argument 'sym_size_int\w*' of Node 'full_default\w*' was used before it has been defined",
+        r"Argument '\w+' of Node 'full_default\w*' was used before it has been defined",
         lambda x: (x * 0, x.size(1)), lambda: (torch.randn(1, 2),),
         "x * 0 becomes full([1, s0], 0.0) inserted where the mul was, but its size argument is a sym_size "
         "node defined later in the graph: the result does not lint (joint_graph_passes runs the fold: met "
-        "there by make conformance, seed 3158014394)"),
+        "there by make conformance, seed 3158014394); a size computed later (mul_1 = s0 * 2, for "
+        "cat([x, x]) * 0) is taken the same way",
+        shape=_a_size_used_before_it_is_defined),
     "joint-graph-guards-on-a-view-of-a-view": DynamicFinding(
         ("joint_graph.joint_graph_passes",), "dynamic", r"guard (Ne|Eq)\(.*\) recorded by the pass",
         lambda x: (x.reshape(x.size(0) * x.size(1)).reshape(x.numel() // 2, 2),), lambda: (torch.randn(3, 6),),
@@ -263,3 +275,20 @@ def test_a_guard_on_a_view_pair_is_matched_by_the_sizes_it_compares():
     assert not finding.matches(v)
     v.message, v.graph_before = message, v.graph_before.replace("aten.view.default(view,", "aten.reshape.default(view,")
     assert not finding.matches(v)
+
+
+def _cat_times_zero(x):
+    return (torch.cat([x, x]) * 0, x.size(0) * 2)
+
+
+def test_a_fold_that_uses_a_computed_size_before_it_is_defined_is_the_same_finding():
+    """The fold takes a size node defined later whatever computes it: cat([x, x]) * 0 gets
+    full([mul_1]) where mul_1 = s0 * 2 is computed after it; a name that is no size node is not it."""
+    name = "uniform-fold-uses-a-size-before-it-is-defined"
+    finding, verdict = _check(name, "joint_graph.constant_fold_uniform_value", _cat_times_zero, (torch.randn(3),))
+    lint = [v for v in verdict.violations if v.property == "validity"]
+    assert lint and "Argument 'mul_1'" in lint[0].message, verdict.violations
+    assert finding.matches(lint[0])
+    lint[0].graph_before = lint[0].graph_before.replace("mul_1 = sym_size_int * 2", "mul_1 = torch.ops.aten.neg(x)")
+    lint[0].graph_after = lint[0].graph_after.replace("mul_1 = sym_size_int * 2", "mul_1 = torch.ops.aten.neg(x)")
+    assert not finding.matches(lint[0])
