@@ -235,6 +235,22 @@ def _views_a_tensor_written_in_place(violation) -> bool:
     return node.group(1) in views and _base(node.group(1), views) in bases
 
 
+def _views_a_rebuilt_scatter(violation) -> bool:
+    """The node a stale-meta message names views (through views) a ``slice_scatter``/``select_scatter``
+    of the graph after the pass, and the graph before scattered so too."""
+    node = re.search(r"\[node \d+ %(\w+):", violation.message)
+    after = violation.graph_after or ""
+    if node is None or not re.search(r"aten\.(slice|select)_scatter\.", violation.graph_before or ""):
+        return False
+    scatters = set(re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(?:slice|select)_scatter\.", after, re.M))
+    views, name = _views_to_base(after), node.group(1)
+    while name in views:
+        name = views[name]
+        if name in scatters:
+            return True
+    return False
+
+
 def _sin_twice_one_written(x):
     a, b = aten.sin.default(x), aten.sin.default(x)
     aten.abs_.default(a)
@@ -372,13 +388,15 @@ FINDINGS = {
         "Inductor's reinplace_inplaceable_ops turns index_put(t, [i], t) (a tensor written with its own "
         "values) into index_put_(t, [i], t), which eager refuses: the values overlap the written-to tensor"),
     "post-grad-passes-re-derive-a-strided-scatter-as-contiguous": Finding(
-        ("post_grad.post_grad_passes",), "validity", r"meta\['val'\].* stride=.*aten\.view\.default\(%slice_scatter",
+        ("post_grad.post_grad_passes",), "validity", r"meta\['val'\].* stride=.*\(what the node produces\)",
         lambda x, s: (aten.view.default(aten.slice_scatter.default(x, s, 0, 0, 9223372036854775807, 3), [1, 2]),),
         lambda: (torch.randn(6)[::3], torch.randn(1)),
         "post_grad_passes rebuilds slice_scatter(x, src, 0, 0, max, 3) of a strided x (stride 3) as a new "
         "slice_scatter node and re-derives the view of it as contiguous (strides (*, 1)); eager's (and the "
         "fake tensor's) slice_scatter keeps x's stride 3, so the view's meta['val'] is wrong (found by "
-        "make conformance, dev profile)"),
+        "make conformance, dev profile; the same for a permute, expand or unsqueeze of it, and for "
+        "select_scatter: found by hand)",
+        shape=_views_a_rebuilt_scatter),
     "reinplace-writes-into-a-tensor-it-also-reads-through-a-view": Finding(
         ("fx.reinplace",), "values", r"elements differ", _add_own_diagonal, lambda: (torch.randn(2, 2),),
         "reinplace turns add(t, diagonal(t)) into add_(t, diagonal(t)): the op writes t while it reads t's "
@@ -485,8 +503,9 @@ def _check_finding(name: str, pass_name: str):
     gm, inputs = finding.graph(row.ir)
     verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
                     ensure=row.ensure)
-    for v in verdict.violations:  # as the search reports it (the graph a finding's `before` reads)
+    for v in verdict.violations:  # as the search reports it (the graphs a finding's `before` and `shape` read)
         v.graph_before = v.graph_before or gm.code.strip()
+        v.graph_after = v.graph_after or verdict.graph_after
     return finding, verdict
 
 
@@ -585,6 +604,40 @@ def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_the
     assert not finding.matches(v)
     v.graph_after, v.graph_before = written, gm.code.replace("slice_scatter", "slice_copy")
     assert not finding.matches(v)
+
+
+_MAX = 9223372036854775807
+_STRIDED_SCATTERS = {  # views of a scatter of a strided input, each a form of one finding
+    "permute": (lambda x, s: (aten.permute.default(aten.slice_scatter.default(x, s, 1, 0, _MAX, 2), [1, 0]),),
+                lambda: (torch.randn(2, 8)[:, ::2], torch.randn(2, 2))),
+    "expand": (lambda x, s: (aten.expand.default(aten.slice_scatter.default(x, s, 0, 0, _MAX, 3), [2, 2]),),
+               lambda: (torch.randn(6)[::3], torch.randn(1))),
+    "unsqueeze": (lambda x, s: (aten.unsqueeze.default(aten.slice_scatter.default(x, s, 0, 0, _MAX, 3), 0),),
+                  lambda: (torch.randn(6)[::3], torch.randn(1))),
+    "select_scatter": (lambda x, s: (aten.view.default(aten.select_scatter.default(x, s, 0, 0), [1, 2]),),
+                       lambda: (torch.randn(6)[::3], torch.randn(()))),
+    "view-of-a-view": (lambda x, s: (aten.view.default(aten.view.default(
+        aten.slice_scatter.default(x, s, 0, 0, _MAX, 3), [2, 1]), [1, 2]),),
+        lambda: (torch.randn(6)[::3], torch.randn(1))),
+}
+
+
+@pytest.mark.parametrize("form", list(_STRIDED_SCATTERS))
+def test_a_strided_scatter_re_derived_as_contiguous_is_matched_through_any_view(form):
+    """post_grad_passes' contiguous re-derivation of a strided scatter (found as a view of a slice_scatter)
+    shows through every view of it and through select_scatter: each is the finding; the same stale meta
+    where the graph after holds no scatter is not."""
+    program, make_inputs = _STRIDED_SCATTERS[form]
+    row, inputs = PASSES["post_grad.post_grad_passes"], make_inputs()
+    gm, inputs = to_ir(make_fx(program)(*inputs), inputs, row.ir)
+    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
+    assert verdict.violations, f"{form}: the pass no longer shows it"
+    finding = FINDINGS["post-grad-passes-re-derive-a-strided-scatter-as-contiguous"]
+    for v in verdict.violations:  # as the search reports it
+        v.graph_before, v.graph_after = gm.code, verdict.graph_after
+        assert finding.matches(v), v.message
+        v.graph_after = re.sub(r"(slice|select)_scatter", "slice_copy", v.graph_after)
+        assert not finding.matches(v)
 
 
 def _addmm_into_a_broadcast(x, a, b):
