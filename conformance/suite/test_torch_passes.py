@@ -251,6 +251,21 @@ def _views_a_rebuilt_scatter(violation) -> bool:
     return False
 
 
+def _kept_by_a_removed_op(violation) -> bool:
+    """The node a stale-meta message names is an operand of an arithmetic node of the graph before that
+    the graph after no longer has: the operand a no-op's removal kept in its place."""
+    node = re.search(r"\[node \d+ %(\w+):", violation.message)
+    if node is None:
+        return False
+    after = violation.graph_after or ""
+    for name, args in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(?:mul|add|sub|div)\.\w+\(([^\n]*)\)",
+                                 violation.graph_before or "", re.M):
+        operands = args.split(";")[0]
+        if re.search(rf"\b{node.group(1)}\b", operands) and not re.search(rf"^\s*{name} = ", after, re.M):
+            return True
+    return False
+
+
 def _sin_twice_one_written(x):
     a, b = aten.sin.default(x), aten.sin.default(x)
     aten.abs_.default(a)
@@ -338,15 +353,16 @@ FINDINGS = {
         before=_UNIFORM),
     "remove-no-ops-overwrites-the-kept-operands-meta": Finding(
         ("joint_graph.joint_graph_passes", "joint_graph.constant_fold_uniform_value"), "validity",
-        r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: placeholder",
+        r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: (placeholder|call_function)",
         lambda x: (aten.mul.Tensor(aten.scalar_tensor.default(1.0), x),),
         lambda: (torch.randn(1, 1, 3).expand(1, 4, 3),),
         "remove_no_ops replaces 1.0 * x by x and copies the removed node's meta onto x "
         "(replacement.meta.update(node.meta)): x's meta['val'] takes the product's contiguous strides, "
         "which an expanded input does not have, so a later pass reads a layout the input lacks (found by "
         "make conformance, seed 1312097727; met through constant_fold_uniform_value, which ends with "
-        "remove_no_ops, at seed 2284685492: (2 - exp(0)) * x)",
-        before=_UNIFORM),
+        "remove_no_ops, at seed 2284685492: (2 - exp(0)) * x; the kept operand may be any node: "
+        "1.0 * expand(abs(x)), found by hand)",
+        before=_UNIFORM, shape=_kept_by_a_removed_op),
     "addmm-pattern-drops-alpha": Finding(
         ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
         lambda a, b, c: (aten.add.Tensor(aten.mm.default(a, b), c, alpha=0.5),),
@@ -603,6 +619,27 @@ def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_the
     written, v.graph_after = v.graph_after, re.sub(r"aten\.copy_\.default", "aten.copy.default", v.graph_after)
     assert not finding.matches(v)
     v.graph_after, v.graph_before = written, gm.code.replace("slice_scatter", "slice_copy")
+    assert not finding.matches(v)
+
+
+@pytest.mark.parametrize("pass_name", ["joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"])
+def test_a_no_ops_kept_operand_with_the_removed_nodes_meta_is_matched_whatever_it_is(pass_name):
+    """remove_no_ops' meta copy shows on any kept operand: 1.0 * expand(abs(x)) keeps the expand, whose
+    meta['val'] takes the product's contiguous strides; the same stale node where the graph after still
+    has the product is not the finding."""
+    row, inputs = PASSES[pass_name], (torch.randn(1, 3),)
+    program = lambda x: (aten.mul.Tensor(aten.scalar_tensor.default(1.0),  # noqa: E731
+                                         aten.expand.default(aten.abs.default(x), [4, 3])),)
+    gm, inputs = to_ir(make_fx(program)(*inputs), inputs, row.ir)
+    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
+    stale = [v for v in verdict.violations if "%expand: call_function" in v.message]
+    assert stale, verdict.violations
+    finding = FINDINGS["remove-no-ops-overwrites-the-kept-operands-meta"]
+    v = stale[0]
+    v.graph_before, v.graph_after = gm.code, verdict.graph_after
+    assert finding.matches(v)
+    product = re.search(r"^\s*(mul\w*) = torch\.ops\.aten\.mul\.Tensor\(.*$", gm.code, re.M).group(0)
+    v.graph_after = verdict.graph_after + "\n" + product
     assert not finding.matches(v)
 
 
