@@ -53,6 +53,14 @@ def addmm_seeds():
             (lambda a, b, c: (torch.add(torch.mm(a, b), c, alpha=0.5),), (a, b, c))]
 
 
+def cumsum_seeds():
+    """The post-grad ``pointless_cumsum`` pattern: a cumsum of a tensor of one value (``full``, with every
+    keyword make_fx records), which it rewrites as ``arange * value``."""
+    x = torch.randn(3, 4)
+    return [(lambda x: (torch.cumsum(torch.full((3, 4), 2.0), 1) + x,), (x,)),
+            (lambda x: (torch.cumsum(torch.full((3, 4), 3, dtype=torch.int32), 0) * x,), (x,))]
+
+
 def cse_seeds():
     """A subexpression computed twice and read by one op: drawn duplicates are mostly outputs, which
     fx_graph_cse rightly keeps apart (separate tensors in eager), so it changed 3% of drawn graphs."""
@@ -102,10 +110,10 @@ PASSES = {
     "post_grad.post_grad_passes": Row(PG + "post_grad_passes", "post-grad", "mutating",
                                       pass_kwargs={"is_inference": True}, context=INDUCTOR),
     "post_grad.pass_patterns[1]": Row(
-        PG + "pass_patterns[1]", "post-grad", seeds=addmm_seeds,
-        never_fires="its patterns (mm_plus_mm, cat/slice/cat, cumsum of full, mkldnn and quantized fusions) "
-                    "need max_autotune, a GPU, mkldnn or ops the catalog does not hold (docs/torch-facts.md "
-                    "section 9)"),
+        PG + "pass_patterns[1]", "post-grad", seeds=lambda: [*addmm_seeds(), *cumsum_seeds()],
+        note="of its patterns only pointless_cumsum runs outside Inductor on a CPU: mm_plus_mm, cat/slice/cat, "
+             "the mkldnn and quantized fusions need max_autotune, a GPU, mkldnn or Inductor's lowerings "
+             "(docs/torch-facts.md section 9); drawn graphs seldom hold a cumsum of a full, its seeds do"),
     "post_grad.pass_patterns[2]": Row(PG + "pass_patterns[2]", "post-grad", seeds=addmm_seeds),
     # Inductor joint-graph passes: the same decomposed graph, before the partitioner.
     "joint_graph.joint_graph_passes": Row(JG + "joint_graph_passes", "post-grad", context=INDUCTOR),
@@ -398,6 +406,33 @@ FINDINGS = {
         "now views x and keeps the contiguous meta (make conformance, seed 2029246500)",
         also=(("validity", r"meta\['val'\].* stride=.*\(what the node produces\)",
                r"copy_\.default\(\w+, (slice_scatter|select_scatter)", _views_a_tensor_written_in_place),)),
+    "pointless-cumsum-indexes-a-0-d-full": Finding(
+        ("post_grad.pass_patterns[1]", "post_grad.post_grad_passes"), "execution",
+        r"IndexError: tuple index out of range",
+        lambda x: (aten.add.Tensor(torch.cumsum(torch.full([], 2.0), 0), x),), lambda: (torch.randn(()),),
+        "the post-grad pointless_cumsum pattern rewrites cumsum(full(shape, v), dim) as arange * v, reading "
+        "shape[dim]: for a 0-d full (shape []; eager's cumsum of a 0-d tensor along 0 is the tensor) it raises "
+        "IndexError (found by make conformance, seed 3917614047)",
+        before=r"(\w+) = torch\.ops\.aten\.full\.default\(\[\],(?s:.*)aten\.cumsum\.default\(\1\b"),
+    "pointless-cumsum-uses-the-unrounded-fill": Finding(
+        ("post_grad.pass_patterns[1]", "post_grad.post_grad_passes"), "values", r"elements differ",
+        lambda x: (aten.add.Tensor(torch.cumsum(torch.full([300], 0.1, dtype=torch.float16), 0), x),),
+        lambda: (torch.randn(300),),
+        "the same pattern multiplies arange(1, n + 1) by the Python fill value, not by the value the full "
+        "holds: full([300], 0.1, dtype=float16) holds float16(0.1), and eager's cumsum adds that, so in "
+        "float16 and bfloat16 the rewrite's k * 0.1 differs from eager's k * float16(0.1) by an ulp "
+        "(109 of 300 elements; found by hand while recording the 0-d finding)",
+        before=r"(\w+) = torch\.ops\.aten\.full\.default\(\[[^\]]*\], [^,]+, dtype = torch\.(float16|bfloat16)"
+               r"(?s:.*)aten\.cumsum\.default\(\1\b"),
+    "pointless-cumsum-leaves-its-readers-meta": Finding(
+        ("post_grad.pass_patterns[1]",), "validity",
+        r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: call_function [\w.]+\([^\]]*%expand_default",
+        lambda x: (aten.add.Tensor(torch.cumsum(torch.full([3, 4], 2.0), 1), x),), lambda: (torch.randn(4, 3).t(),),
+        "the same pattern's arange * v comes out as an expand (stride 0 on the broadcast dims) where the cumsum "
+        "was contiguous, and the nodes reading it keep their meta['val']: add(cumsum, x) of a transposed x now "
+        "follows x's layout (strides (1, 3)) while its meta says (4, 1) (found by make test once the row "
+        "drew cumsum seeds; post_grad_passes as a whole re-derives the meta)",
+        before=r"(\w+) = torch\.ops\.aten\.full\.default\((?s:.*)aten\.cumsum\.default\(\1\b"),
     "inductor-reinplace-writes-into-its-own-values": Finding(
         ("post_grad.post_grad_passes",), "validity", r"refer to a single memory location",
         _index_put_of_itself, lambda: (torch.randn(1, 4), torch.tensor([0])),
