@@ -37,6 +37,7 @@ from ._tiers import spread
 pytestmark = pytest.mark.conformance
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 TORCH = f"torch {torch.__version__.split('+')[0]}"
 PG = "torch._inductor.fx_passes.post_grad:"
 JG = "torch._inductor.fx_passes.joint_graph:"
@@ -306,6 +307,9 @@ def _add_own_diagonal(x):
     return (aten.add.Tensor(t, aten.diagonal.default(t)),)
 
 
+# a product by zero, what the uniform-value folder folds to a full of zeros
+_TIMES_ZERO = r"aten\.mul\.(Tensor|Scalar)\(\w+, -?0(\.0)?\)"
+
 # a tensor of one value, what remove_no_ops recognises an operand of a no-op by
 _UNIFORM = r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"
 
@@ -350,7 +354,8 @@ FINDINGS = {
         lambda x: (aten.mul.Scalar(aten.rsqrt.default(x), 0),), lambda: (torch.tensor([-1.0, 2.0]),),
         "the uniform-value folder folds x * 0 to a full of 0, dropping the NaN of rsqrt(-1) * 0 "
         "(fixed upstream after 2.13: pytorch/pytorch#186281)",
-        also=(("values", r"differ", r"aten\.mul\.(Tensor|Scalar)\(\w+, 0\)"),)),  # the NaN seen through view.dtype
+        before=_TIMES_ZERO,  # a NaN lost any other way is not this fold's
+        also=(("values", r"differ", _TIMES_ZERO),)),  # the NaN seen through view.dtype
     "remove-no-ops-returns-an-input": Finding(
         ("joint_graph.joint_graph_passes", "joint_graph.constant_fold_uniform_value"), "aliasing",
         r"output\[\d+\] aliases input",
@@ -433,6 +438,29 @@ FINDINGS = {
         "follows x's layout (strides (1, 3)) while its meta says (4, 1) (found by make test once the row "
         "drew cumsum seeds; post_grad_passes as a whole re-derives the meta)",
         before=r"(\w+) = torch\.ops\.aten\.full\.default\((?s:.*)aten\.cumsum\.default\(\1\b"),
+    "pointless-convert-drops-a-narrowing-cast": Finding(
+        ("joint_graph.joint_graph_passes",), "values", r"differ",
+        lambda x: (prims.convert_element_type.default(prims.convert_element_type.default(x, torch.bfloat16),
+                                                      torch.float16),),
+        lambda: (torch.tensor([1e5, 1e-6, 0.1, 3.14159]),),
+        "the joint-graph pointless_convert pattern turns convert(convert(x, bfloat16), float16) into "
+        "convert(x, float16): it keeps an intermediate dtype only when it is narrower than the last, and "
+        "float16 and bfloat16 are the same width but round differently: 0.1 through bfloat16 to float16 is "
+        "0.10009765625, straight to float16 0.0999755859375; 1e5 through float16 to bfloat16 is inf, straight "
+        "to bfloat16 99840 (found by hand, looking for what drawn graphs seldom hold)",
+        before=r"(\w+) = torch\.ops\.prims\.convert_element_type\.default\(\w+, torch\.(float16|bfloat16)\)"
+               r"(?s:.*)prims\.convert_element_type\.default\(\1, torch\.(?!\2\b)(float16|bfloat16)\)"),
+    "scaled-softmax-pattern-widens-a-narrowed-result": Finding(
+        ("joint_graph.joint_graph_passes",), "values", r"dtype=torch\.\w+, but should be torch\.\w+",
+        lambda x, c: (lambda s: (aten.sub.Tensor(s, aten.amax.default(s, [1], True)),))(
+            prims.convert_element_type.default(aten.mul.Tensor(x, c), torch.float16)),
+        lambda: (torch.randn(3, 4), torch.randn(3, 1)),
+        "the joint-graph scaled-softmax pattern rewrites convert(x * c, float16) - amax(...) as "
+        "(x - amax(x)) * c for stability, converting x but not c: with a float32 c the product promotes back, "
+        "so the result is float32 where the original's is float16 (the same for a quotient; found by hand, "
+        "looking for what drawn graphs seldom hold)",
+        before=r"(\w+) = torch\.ops\.prims\.convert_element_type\.default\((mul|div)\w*, torch\.\w+\)"
+               r"(?s:.*)aten\.amax\.default\(\1\b"),
     "inductor-reinplace-writes-into-its-own-values": Finding(
         ("post_grad.post_grad_passes",), "validity", r"refer to a single memory location",
         _index_put_of_itself, lambda: (torch.randn(1, 4), torch.tensor([0])),
@@ -741,6 +769,18 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
 
     differ = "output[0]: 1 of 4 elements differ (int32[1, 4]), but should be exactly equal"
     assert met("uniform-value-fold-drops-nan", "values", differ, "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 0)")
+    # a NaN lost by another rewrite is not the fold's (a float16 -> bfloat16 chain made one cast: 99840
+    # where the original had inf)
+    nan = ("output[0]: 1 of 3 elements differ (bfloat16[3]), but should be NaN and +-inf at the same positions "
+           "as the original")
+    assert met("uniform-value-fold-drops-nan", "values", nan, "mul = torch.ops.aten.mul.Scalar(rsqrt, 0)")
+    chain = ("convert_element_type = torch.ops.prims.convert_element_type.default(arg0_1, torch.float16)\n"
+             "convert_element_type_1 = torch.ops.prims.convert_element_type.default(convert_element_type, "
+             "torch.bfloat16)")
+    assert not met("uniform-value-fold-drops-nan", "values", nan, chain)
+    assert met("pointless-convert-drops-a-narrowing-cast", "values", nan, chain)
+    assert not met("pointless-convert-drops-a-narrowing-cast", "values", nan,
+                   chain.replace("torch.bfloat16)", "torch.float16)"))
     assert not met("uniform-value-fold-drops-nan", "values", differ, "mul_1 = torch.ops.aten.mul.Tensor(sum_1, 2)")
     overlap = ("running the transformed graph raised RuntimeError: unsupported operation: some elements of the "
                "input tensor and the written-to tensor refer to a single memory location. Please clone() the "
