@@ -307,6 +307,20 @@ def test_cli_counterexample_is_the_same_whatever_the_hash_seed():
     assert len(lines) == 1, lines
 
 
+def test_a_counterexample_does_not_depend_on_the_proofs_before_it_in_the_process():
+    """Nor on what else the process proved: each proof has its own z3 context. In z3's shared default
+    context the README's CeilDiv counterexample was a=0, b=-2 in a fresh process and a=4, b=-1 after a
+    ModularIndexing proof, so the README test failed or passed with the order xdist gave it."""
+    claim = ("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)")
+    for lhs, rhs in [claim, ("ModularIndexing(floor(2*x/3), 7, 7)", "ModularIndexing(2*x, 21, 7)")]:
+        prove_equal(lhs, rhs)
+    here = prove_equal(*claim)
+    fresh = subprocess.run([sys.executable, "-c", "from conformance.symbolic import prove_equal; "
+                            f"print(prove_equal(*{claim!r}).counterexample)"], capture_output=True, text=True,
+                           timeout=120)
+    assert here.verdict == "refuted" and str(here.counterexample) == fresh.stdout.strip(), (here, fresh.stderr)
+
+
 def test_products_are_first_abstracted_so_congruence_proves_what_nonlinear_arithmetic_does_not():
     """make conformance (seed 2395385735): floor(s0*floor(floor(s0/2)/2)/2) == (s0*(s0//4))//2 was
     z3's "unknown" after 10 s (and after 60): a product of two non-constant terms. Abstracted, equal

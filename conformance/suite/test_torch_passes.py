@@ -431,7 +431,8 @@ FINDINGS = {
                r"(?s:.*)aten\.cumsum\.default\(\1\b"),
     "pointless-cumsum-leaves-its-readers-meta": Finding(
         ("post_grad.pass_patterns[1]",), "validity",
-        r"meta\['val'\].* stride=.*\(what the node produces\) \[node \d+ %\w+: call_function [\w.]+\([^\]]*%expand_default",
+        r"meta\['val'\].* stride=.*\(what the node produces\) "
+        r"\[node \d+ %\w+: call_function [\w.]+\([^\]]*%expand_default",
         lambda x: (aten.add.Tensor(torch.cumsum(torch.full([3, 4], 2.0), 1), x),), lambda: (torch.randn(4, 3).t(),),
         "the same pattern's arange * v comes out as an expand (stride 0 on the broadcast dims) where the cumsum "
         "was contiguous, and the nodes reading it keep their meta['val']: add(cumsum, x) of a transposed x now "

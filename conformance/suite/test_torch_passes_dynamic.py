@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,7 +97,8 @@ def _view_pair_sizes(graph: str, inputs: str) -> set:
         bases[id(out)] = t  # kept alive, so no other tensor takes its id
         return out
 
-    scope = {"torch": torch, "_view": view}
+    # the names gm.code reads besides torch (a factory's device, a special value)
+    scope = {"torch": torch, "device": torch.device, "inf": math.inf, "nan": math.nan, "_view": view}
     try:
         exec(graph.replace("torch.ops.aten.view.default(", "_view("), scope)  # noqa: S102 - the graph's own code
         with torch.no_grad():
@@ -257,7 +259,8 @@ def test_dynamic_finding_fixed(name, pass_name):
 
 
 def _view_pair_of_a_cat(x):
-    return ((torch.cat([x, x]) * 2).reshape(-1).reshape(x.size(0) * x.size(1), 2),)
+    # and a factory, whose code names the device: the graph is replayed as gm.code reads
+    return ((torch.cat([x, x]) * 2).reshape(-1).reshape(x.size(0) * x.size(1), 2), torch.full((x.size(0),), 2.0))
 
 
 def test_a_guard_on_a_view_pair_is_matched_by_the_sizes_it_compares():

@@ -84,7 +84,11 @@ class PyAlgebra:
 class Z3Algebra:
     """Translation into z3 integer arithmetic; ``defs`` and ``requires`` hold the side conditions."""
 
-    def __init__(self, abstract_products: bool = False):
+    def __init__(self, abstract_products: bool = False, ctx: z3.Context | None = None):
+        # Its own z3 context unless given one: z3 numbers terms per context, and its models follow those
+        # numbers, so in the shared default context a counterexample would depend on every term any
+        # earlier proof in the process made (the README's CeilDiv counterexample did, test by test).
+        self.ctx = ctx if ctx is not None else z3.Context()
         self.symbols = {}  # name -> z3 Int
         # With ``abstract_products``, a product of two or more non-constant terms is an application of
         # one uninterpreted function (``__mul``), factors in a fixed order: an over-approximation (real
@@ -93,21 +97,21 @@ class Z3Algebra:
         # (s0 * floor(floor(s0/2)/2) against s0 * (s0 // 4): unknown after 60 s).
         self.abstract_products = abstract_products
         self.abstracted = False  # whether a product was abstracted (else the two translations agree)
-        self._mul_fn = z3.Function("__mul", z3.IntSort(), z3.IntSort(), z3.IntSort())
+        self._mul_fn = z3.Function("__mul", z3.IntSort(self.ctx), z3.IntSort(self.ctx), z3.IntSort(self.ctx))
         self.defs = []  # defining constraints of fresh integers: always asserted
         self.requires = []  # definedness, each as ``path => cond``
         self._path = []
         self._fresh = itertools.count()
         self._floors = {}  # (P, Q) -> its floor term: one floor(x / n) however often it is written
-        self._floor_fn = z3.Function("__floor", z3.IntSort(), z3.IntSort(), z3.IntSort())
+        self._floor_fn = z3.Function("__floor", z3.IntSort(self.ctx), z3.IntSort(self.ctx), z3.IntSort(self.ctx))
 
     # values are (P, Q): P a z3 term, Q a Python int (non-zero) or a z3 term
     def const(self, q: Fraction):
-        return z3.IntVal(q.numerator), q.denominator
+        return z3.IntVal(q.numerator, self.ctx), q.denominator
 
     def symbol(self, name: str):
         if name not in self.symbols:
-            self.symbols[name] = z3.Int(name)
+            self.symbols[name] = z3.Int(name, self.ctx)
         return self.symbols[name], 1
 
     def add(self, xs):
@@ -155,15 +159,15 @@ class Z3Algebra:
         p = z3.simplify(p)
         if z3.is_int_value(p):  # a constant divisor: a checked int, no side condition needed
             if p.as_long() == 0:
-                self.require(z3.BoolVal(False), "a divisor is 0")
-                return z3.IntVal(0), 1
-            return _normalise(_term(q), p.as_long())
+                self.require(z3.BoolVal(False, self.ctx), "a divisor is 0")
+                return z3.IntVal(0, self.ctx), 1
+            return _normalise(self._term(q), p.as_long())
         self.require(p != 0, "a divisor is 0")
-        return _term(q), p
+        return self._term(q), p
 
     def power(self, x, n: int):
         if n == 0:
-            return z3.IntVal(1), 1
+            return z3.IntVal(1, self.ctx), 1
         p, q = x
         return self._times([p] * n), q ** n if isinstance(q, int) else _product([q] * n)
 
@@ -209,13 +213,13 @@ class Z3Algebra:
             return
         if z3.is_int_value(b) and isinstance(c, int):  # constants both: z3's linear arithmetic knows it
             return
-        outer, _ = self.floor((a, self._times([b, _term(c)])))
+        outer, _ = self.floor((a, self._times([b, self._term(c)])))
         self.defs.append(k == outer if isinstance(c, int) else z3.Implies(c > 0, k == outer))
 
     def is_integer(self, x):
         p, q = x
         if isinstance(q, int):
-            return z3.BoolVal(True) if q == 1 else p % q == 0
+            return z3.BoolVal(True, self.ctx) if q == 1 else p % q == 0
         return z3.Or(q == 0, p % q == 0)  # z3's mod is Euclidean: zero exactly when q divides p
 
     def compare(self, op: str, a, b):
@@ -223,21 +227,21 @@ class Z3Algebra:
         if isinstance(qa, int) and isinstance(qb, int):  # both positive (normalised)
             lhs, rhs = pa * qb if qb != 1 else pa, pb * qa if qa != 1 else pb
         else:  # sign(a - b) = sign((pa*qb - pb*qa) * qa * qb)
-            lhs, rhs = (pa * qb - pb * qa) * qa * qb, z3.IntVal(0)
+            lhs, rhs = (pa * qb - pb * qa) * qa * qb, z3.IntVal(0, self.ctx)
         return {"==": lambda: lhs == rhs, "!=": lambda: lhs != rhs, "<": lambda: lhs < rhs,
                 "<=": lambda: lhs <= rhs, ">": lambda: lhs > rhs, ">=": lambda: lhs >= rhs}[op]()
 
     def and_(self, xs):
-        return z3.And(*xs)
+        return z3.And(*xs, self.ctx)
 
     def or_(self, xs):
-        return z3.Or(*xs)
+        return z3.Or(*xs, self.ctx)
 
     def not_(self, x):
         return z3.Not(x)
 
     def true(self, value: bool):
-        return z3.BoolVal(value)
+        return z3.BoolVal(value, self.ctx)
 
     def ite(self, cond, then, other):
         self._path.append(cond)
@@ -248,14 +252,13 @@ class Z3Algebra:
         (pa, qa), (pb, qb) = a, b
         if isinstance(qa, int) and isinstance(qb, int) and qa == qb:
             return z3.If(cond, pa, pb), qa
-        return z3.If(cond, pa, pb), z3.If(cond, _term(qa), _term(qb))
+        return z3.If(cond, pa, pb), z3.If(cond, self._term(qa), self._term(qb))
 
     def require(self, cond, why: str):
-        self.requires.append(z3.Implies(z3.And(*self._path), cond) if self._path else cond)
+        self.requires.append(z3.Implies(z3.And(*self._path, self.ctx), cond) if self._path else cond)
 
-
-def _term(q):
-    return z3.IntVal(q) if isinstance(q, int) else q
+    def _term(self, q):
+        return z3.IntVal(q, self.ctx) if isinstance(q, int) else q
 
 
 def _normalise(p, q):

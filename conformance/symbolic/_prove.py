@@ -123,7 +123,7 @@ def _prove(claim, sides, assumptions, timeout_ms, premise=None):
         hypotheses = [T.condition(a) for a in assumed]
         if premise is not None:  # an implication whose hypothesis never holds (where defined) proves nothing
             hypotheses.append(T.condition(premise))
-        solver = z3.Solver()
+        solver = z3.Solver(ctx=z.ctx)
         solver.add(*z.defs, *z.requires, *hypotheses)
         return z, goal, solver
 
