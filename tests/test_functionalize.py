@@ -458,3 +458,19 @@ def test_a_dtype_view_of_a_written_input_keeps_its_dtype():
     assert verdict.ok, verdict
     with pytest.raises(LoweringError, match="view\\(dtype\\) reinterpretation of written memory is not supported"):
         functionalize(graph(torch.int16), (torch.randn(3),))
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_an_input_written_through_a_dtype_view_of_its_size_is_refused_not_misread(shape):
+    """neg_(view.dtype(x, int32)), then x read as float32 (make conformance, seed 1295539565): a 0-d x
+    and its view have one storage and one (size, stride, offset), and the replay cache, keyed on those
+    alone, handed the int32 replay to the float32 read: an add of two int32 tensors (and an epilogue
+    copying int32 values, not bits, into x). Each dtype is its own replay now, and the read meets the
+    documented refusal."""
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    written = g.call_function(torch.ops.aten.neg_.default, (g.call_function(torch.ops.aten.view.dtype,
+                                                                             (x, torch.int32)),))
+    g.output((g.call_function(torch.ops.aten.add.Tensor, (written, x), {"alpha": 0.0}),))
+    with pytest.raises(LoweringError, match="view\\(dtype\\) reinterpretation of written memory is not supported"):
+        functionalize(fx.GraphModule(torch.nn.Module(), g), (torch.randn(shape),))

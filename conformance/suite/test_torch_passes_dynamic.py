@@ -152,6 +152,16 @@ DYNAMIC_FINDINGS = {
         "away from sizes the original holds at (met as Ne(2*s0, s0*s1) on view(view(cat([x, x]), [-1]), "
         "[s0*s1, 2]) by make conformance, seed 124723663)",
         shape=_compares_a_view_pairs_sizes),
+    "post-grad-guards-on-a-slice-scatters-end": DynamicFinding(
+        ("post_grad.post_grad_passes",), "dynamic", r"guard .* recorded by the pass",
+        lambda x, y: (torch.ops.aten.slice_scatter.default(x, y[:x.size(0)], 0, 0, y.size(0)),),
+        lambda: (torch.randn(5), torch.randn(7)),
+        "slice_scatter(x[s0], src, 0, 0, s1) (an end past the dim, s0 <= s1) leaves post_grad_passes with the "
+        "guard s1 > s0 recorded and the graph unchanged: the compiled graph is specialised away from s0 == s1, "
+        "where the original holds (remove_noop_ops alone records nothing; found by hand: drawn symbolic "
+        "graphs hold no slice_scatter)",
+        shape=lambda v: re.search(r"aten\.slice_scatter\.default\(\w+, \w+, -?\d+, \w+, [a-z_]\w*\)",
+                                  v.graph_before or "") is not None),
     "uniform-fold-drops-a-slices-clamp": DynamicFinding(
         ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "dynamic",
         r"at s\d+=0\b.*running the result raised RuntimeError: Trying to create tensor with negative dimension -1",

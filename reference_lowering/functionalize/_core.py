@@ -123,7 +123,8 @@ class Walk:
 
     def replay(self, value: torch.Tensor) -> fx.Node:
         k, meta = _key(value), _meta(value)
-        cache = (k, self.version[k], meta)
+        # the dtype too: a 0-d float32 input and its int32 view.dtype have one storage and one meta
+        cache = (k, self.version[k], meta, value.dtype)
         if cache not in self.replays:
             self.replays[cache] = self.emit(aten.as_strided.default, self.flat_of(value), list(meta[0]),
                                             list(meta[1]), meta[2])
