@@ -275,6 +275,37 @@ def _kept_by_a_removed_op(violation) -> bool:
     return False
 
 
+def _signature(graph: str) -> list:
+    found = re.search(r"def forward\(self(?:, )?([^)]*)\)", graph)
+    return [a.strip() for a in found.group(1).split(",") if a.strip()] if found else []
+
+
+def _erases_a_viewed_input(violation) -> bool:
+    """An input of the graph before that a ``view.dtype`` read is gone from the graph after's signature."""
+    before, after = violation.graph_before or "", violation.graph_after or ""
+    gone = set(_signature(before)) - set(_signature(after))
+    return any(re.search(rf"aten\.view\.dtype\({name}\b", before) for name in gone)
+
+
+def _returned(graph: str) -> list:
+    found = re.findall(r"^\s*return \((.*)\)", graph, re.M)
+    return [a.strip() for a in found[-1].split(",") if a.strip()] if found else []
+
+
+def _an_output_view_folded(violation) -> bool:
+    """One of the outputs the message names (the one that lost its alias, or the one it should alias)
+    was a view in the graph before and is a ``full`` after the pass."""
+    before, after = violation.graph_before or "", violation.graph_after or ""
+    outs_before, outs_after = _returned(before), _returned(after)
+    views = "|".join(_VIEWS)
+    for i in {int(i) for i in re.findall(r"output\[(\d+)\]", violation.message)}:
+        if i < min(len(outs_before), len(outs_after)) and \
+                re.search(rf"^\s*{outs_before[i]} = torch\.ops\.aten\.({views})\.\w+\(", before, re.M) and \
+                re.search(rf"^\s*{outs_after[i]} = torch\.ops\.aten\.full\.default\(", after, re.M):
+            return True
+    return False
+
+
 def _sin_twice_one_written(x):
     a, b = aten.sin.default(x), aten.sin.default(x)
     aten.abs_.default(a)
@@ -462,6 +493,27 @@ FINDINGS = {
         "looking for what drawn graphs seldom hold)",
         before=r"(\w+) = torch\.ops\.prims\.convert_element_type\.default\((mul|div)\w*, torch\.\w+\)"
                r"(?s:.*)aten\.amax\.default\(\1\b"),
+    "redundant-views-erase-an-input": Finding(
+        ("joint_graph.joint_graph_passes",), "validity",
+        r"placeholders=\d+ .*, but should be \d+ \(one per input",
+        lambda x: (aten.mul.Scalar(aten.view.dtype(x, torch.float64), 0),), lambda: (torch.randn(2),),
+        "remove_redundant_views records the source of every view.dtype among the views it may clean up, and "
+        "erases each that has no users left: once the uniform-value fold has turned view.dtype(x) * 0 into a "
+        "full, the placeholder x is erased with its view, and the graph takes one input fewer than it is "
+        "called with (found by make conformance, seed 2425308131)",
+        shape=_erases_a_viewed_input),
+    "uniform-fold-replaces-an-aliasing-output": Finding(
+        ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "aliasing",
+        r"output\[\d+\] aliases nothing, but should alias",
+        lambda x: (lambda v: (aten.add.Tensor(v, v), aten.view.default(v, [12, 1]), v))(
+            aten.view.default(aten.sub.Tensor(aten.full.default([3, 4], 2.0), aten.exp.default(
+                aten.full.default([3, 4], 0.0))), [12])),
+        lambda: (torch.randn(2),),
+        "the uniform-value fold replaces view(v, [12, 1]) of a tensor of one value (v, read by an add) with a "
+        "fresh full([12, 1]), though the graph returns v too: two outputs that were views of one tensor no "
+        "longer share storage, so a caller writing one no longer sees it in the other (found by make "
+        "conformance, seed 176630605)",
+        shape=_an_output_view_folded),
     "inductor-reinplace-writes-into-its-own-values": Finding(
         ("post_grad.post_grad_passes",), "validity", r"refer to a single memory location",
         _index_put_of_itself, lambda: (torch.randn(1, 4), torch.tensor([0])),
@@ -805,6 +857,24 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
                                                                                                "abs.default(sin)"))
     assert not met("cse-pass-merges-a-value-written-in-place", "values", differ, twice.replace("sin.default(arg3_1);",
                                                                                              "cos.default(arg3_1);"))
+    # an input erased with the view.dtype that read it (seed 2425308131), not any input lost
+    lost = "placeholders=1 (arg0_1), but should be 2 (one per input; a pass must keep the graph's signature)"
+    viewed = ("def forward(self, arg0_1, arg1_1):\n    view = torch.ops.aten.view.dtype(arg1_1, torch.float64)\n"
+              "    return (view,)")
+    assert met("redundant-views-erase-an-input", "validity", lost, viewed, "def forward(self, arg0_1):")
+    assert not met("redundant-views-erase-an-input", "validity", lost,
+                   viewed.replace("view.dtype(arg1_1", "view.dtype(arg0_1"), "def forward(self, arg0_1):")
+    # an output that was a view and is a fresh full (seed 176630605), not any output that lost its alias
+    unshared = "output[1] aliases nothing, but should alias output[2] too (as the original's does)"
+    views = ("    view = torch.ops.aten.view.default(sub_1, [12])\n"
+             "    view_1 = torch.ops.aten.view.default(view, [12, 1])\n    return (add, view_1, view)")
+    folded = ("    view = torch.ops.aten.view.default(sub_1, [12])\n"
+              "    full_default = torch.ops.aten.full.default([12, 1], 1.0)\n    return (add, full_default, view)")
+    assert met("uniform-fold-replaces-an-aliasing-output", "aliasing", unshared, views, folded)
+    assert met("uniform-fold-replaces-an-aliasing-output", "aliasing",  # the other side of the same pair
+               "output[2] aliases nothing, but should alias output[1] too (as the original's does)", views, folded)
+    assert not met("uniform-fold-replaces-an-aliasing-output", "aliasing", unshared, views,
+                   folded.replace("aten.full.default([12, 1], 1.0)", "aten.clone.default(view_1)"))
     transposed = "output[1] shape=(1, 4, 0), but should be (0, 4, 1)"  # seed 3583679489: transpose_ of one copy
     assert met("cse-pass-merges-a-value-written-in-place", "values", transposed, twice)
     assert not met("cse-pass-merges-a-value-written-in-place", "values", transposed,
