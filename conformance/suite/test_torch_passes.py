@@ -339,7 +339,7 @@ def _add_own_diagonal(x):
 
 
 # a product by zero, what the uniform-value folder folds to a full of zeros
-_TIMES_ZERO = r"aten\.mul\.(Tensor|Scalar)\(\w+, -?0(\.0)?\)"
+_TIMES_ZERO = r"aten\.mul\.(Tensor|Scalar)\(\w+, (-?0(\.0)?|False)\)"  # x * False too (seed 1658953149)
 
 # a tensor of one value, what remove_no_ops recognises an operand of a no-op by
 _UNIFORM = r"aten\.(full|zeros_like|ones_like|zeros|ones|full_like|scalar_tensor)\.default"
@@ -601,7 +601,7 @@ FINDINGS = {
         "random ops in get_CSE_banned_ops()), so two rand_like draws on one tensor are merged into one"),
     "cse-pass-merges-a-value-written-in-place": Finding(
         ("fx.CSEPass",), "values", r"elements differ|shape=\(.*\), but should be", _sin_twice_one_written,
-        lambda: (torch.randn(8),),
+        lambda: (torch.tensor([-2.0, -1.0, 0.5, 1.0, 2.0, 3.0, 4.0, -3.0]),),
         "CSEPass merges two equal pure nodes (sin(x) twice) though one of them is written in place later "
         "(abs_): the other's readers then see the write (wrong values; where the merged tensor is both "
         "written and read by one in-place op, eager raises 'some elements of the input tensor and the "
@@ -827,6 +827,7 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
     nan = ("output[0]: 1 of 3 elements differ (bfloat16[3]), but should be NaN and +-inf at the same positions "
            "as the original")
     assert met("uniform-value-fold-drops-nan", "values", nan, "mul = torch.ops.aten.mul.Scalar(rsqrt, 0)")
+    assert met("uniform-value-fold-drops-nan", "values", nan, "mul = torch.ops.aten.mul.Scalar(arg1_1, False)")
     chain = ("convert_element_type = torch.ops.prims.convert_element_type.default(arg0_1, torch.float16)\n"
              "convert_element_type_1 = torch.ops.prims.convert_element_type.default(convert_element_type, "
              "torch.bfloat16)")
