@@ -30,6 +30,7 @@ from hypothesis import settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance import check, verify
+from conformance.oracle import describe
 from strategies import to_ir
 
 from ._tiers import spread
@@ -225,6 +226,12 @@ def _views_to_base(graph: str) -> dict:
     return read
 
 
+def _stale_node(violation) -> str | None:
+    """The name of the node a message's ``[node N %name: ...]`` names, or None."""
+    node = re.search(r"\[node \d+ %(\w+):", violation.message)
+    return node.group(1) if node else None
+
+
 def _base(name: str, views: dict) -> str:
     while name in views:
         name = views[name]
@@ -235,24 +242,20 @@ def _views_a_tensor_written_in_place(violation) -> bool:
     """The node a stale-meta message names views (through views) a tensor that an in-place op of the
     graph after the pass writes, itself or through a view: Inductor's reinplacing of a scatter into
     a ``copy_`` on a slice of the input, met on a view of that input read after the write."""
-    node = re.search(r"\[node \d+ %(\w+):", violation.message)
-    after = violation.graph_after or ""
-    if node is None:
-        return False
+    node, after = _stale_node(violation), violation.graph_after or ""
     views = _views_to_base(after)
     bases = {_base(w, views) for w in _written_in_place(after)}
-    return node.group(1) in views and _base(node.group(1), views) in bases
+    return node in views and _base(node, views) in bases
 
 
 def _views_a_rebuilt_scatter(violation) -> bool:
     """The node a stale-meta message names views (through views) a ``slice_scatter``/``select_scatter``
     of the graph after the pass, and the graph before scattered so too."""
-    node = re.search(r"\[node \d+ %(\w+):", violation.message)
-    after = violation.graph_after or ""
-    if node is None or not re.search(r"aten\.(slice|select)_scatter\.", violation.graph_before or ""):
+    name, after = _stale_node(violation), violation.graph_after or ""
+    if name is None or not re.search(r"aten\.(slice|select)_scatter\.", violation.graph_before or ""):
         return False
     scatters = set(re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(?:slice|select)_scatter\.", after, re.M))
-    views, name = _views_to_base(after), node.group(1)
+    views = _views_to_base(after)
     while name in views:
         name = views[name]
         if name in scatters:
@@ -263,14 +266,13 @@ def _views_a_rebuilt_scatter(violation) -> bool:
 def _kept_by_a_removed_op(violation) -> bool:
     """The node a stale-meta message names is an operand of an arithmetic node of the graph before that
     the graph after no longer has: the operand a no-op's removal kept in its place."""
-    node = re.search(r"\[node \d+ %(\w+):", violation.message)
+    node, after = _stale_node(violation), violation.graph_after or ""
     if node is None:
         return False
-    after = violation.graph_after or ""
     for name, args in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(?:mul|add|sub|div)\.\w+\(([^\n]*)\)",
                                  violation.graph_before or "", re.M):
         operands = args.split(";")[0]
-        if re.search(rf"\b{node.group(1)}\b", operands) and not re.search(rf"^\s*{name} = ", after, re.M):
+        if re.search(rf"\b{node}\b", operands) and not re.search(rf"^\s*{name} = ", after, re.M):
             return True
     return False
 
@@ -630,15 +632,24 @@ def known_for(name: str):
     return known
 
 
-def _check_finding(name: str, pass_name: str):
-    finding, row = FINDINGS[name], PASSES[pass_name]
-    gm, inputs = finding.graph(row.ir)
+def check_row(pass_name: str, gm, inputs, **options):
+    """``check()`` of pass ``pass_name`` on one graph as its row calls it, each violation filled as the
+    search reports it: the graphs before and after and the inputs, what a finding's ``before`` and
+    ``shape`` read (``options``: ``symbolic=`` for a graph over symbolic sizes)."""
+    row = PASSES[pass_name]
     verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                    ensure=row.ensure)
-    for v in verdict.violations:  # as the search reports it (the graphs a finding's `before` and `shape` read)
+                    ensure=row.ensure, **options)
+    for v in verdict.violations:
         v.graph_before = v.graph_before or gm.code.strip()
         v.graph_after = v.graph_after or verdict.graph_after
-    return finding, verdict
+        v.inputs = v.inputs or "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(inputs))
+    return verdict
+
+
+def _check_finding(name: str, pass_name: str):
+    finding = FINDINGS[name]
+    gm, inputs = finding.graph(PASSES[pass_name].ir)
+    return finding, check_row(pass_name, gm, inputs)
 
 
 def finding_params(findings: dict, strict_xfail: bool):
@@ -724,17 +735,15 @@ def test_inductor_reinplace_meta_met_on_a_view_of_a_written_slice_is_matched_the
     row = PASSES["post_grad.post_grad_passes"]
     inputs = (torch.randn(9, 4, 1)[::3], torch.tensor([1]), torch.tensor(1.0))
     gm, inputs = to_ir(make_fx(_write_a_split_then_read_it)(*inputs), inputs, row.ir)
-    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
-    stale = [v for v in verdict.violations if v.property == "validity"]
-    assert stale and "%getitem" in stale[0].message, verdict.violations
+    stale = [v for v in check_row("post_grad.post_grad_passes", gm, inputs).violations if v.property == "validity"]
+    assert stale and "%getitem" in stale[0].message, stale
     finding = FINDINGS["inductor-reinplace-keeps-the-out-of-place-meta"]
-    for v in stale:  # as the search reports it
-        v.graph_before, v.graph_after = gm.code, verdict.graph_after
+    for v in stale:
         assert finding.matches(v), v.message
     v = stale[0]
     written, v.graph_after = v.graph_after, re.sub(r"aten\.copy_\.default", "aten.copy.default", v.graph_after)
     assert not finding.matches(v)
-    v.graph_after, v.graph_before = written, gm.code.replace("slice_scatter", "slice_copy")
+    v.graph_after, v.graph_before = written, v.graph_before.replace("slice_scatter", "slice_copy")
     assert not finding.matches(v)
 
 
@@ -747,12 +756,11 @@ def test_a_no_ops_kept_operand_with_the_removed_nodes_meta_is_matched_whatever_i
     program = lambda x: (aten.mul.Tensor(aten.scalar_tensor.default(1.0),  # noqa: E731
                                          aten.expand.default(aten.abs.default(x), [4, 3])),)
     gm, inputs = to_ir(make_fx(program)(*inputs), inputs, row.ir)
-    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
+    verdict = check_row(pass_name, gm, inputs)
     stale = [v for v in verdict.violations if "%expand: call_function" in v.message]
     assert stale, verdict.violations
     finding = FINDINGS["remove-no-ops-overwrites-the-kept-operands-meta"]
     v = stale[0]
-    v.graph_before, v.graph_after = gm.code, verdict.graph_after
     assert finding.matches(v)
     product = re.search(r"^\s*(mul\w*) = torch\.ops\.aten\.mul\.Tensor\(.*$", gm.code, re.M).group(0)
     v.graph_after = verdict.graph_after + "\n" + product
@@ -783,11 +791,10 @@ def test_a_strided_scatter_re_derived_as_contiguous_is_matched_through_any_view(
     program, make_inputs = _STRIDED_SCATTERS[form]
     row, inputs = PASSES["post_grad.post_grad_passes"], make_inputs()
     gm, inputs = to_ir(make_fx(program)(*inputs), inputs, row.ir)
-    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context)
+    verdict = check_row("post_grad.post_grad_passes", gm, inputs)
     assert verdict.violations, f"{form}: the pass no longer shows it"
     finding = FINDINGS["post-grad-passes-re-derive-a-strided-scatter-as-contiguous"]
-    for v in verdict.violations:  # as the search reports it
-        v.graph_before, v.graph_after = gm.code, verdict.graph_after
+    for v in verdict.violations:
         assert finding.matches(v), v.message
         v.graph_after = re.sub(r"(slice|select)_scatter", "slice_copy", v.graph_after)
         assert not finding.matches(v)
@@ -803,7 +810,7 @@ def test_reinplace_into_a_broadcast_result_is_matched_in_addmms_words_too():
     row = PASSES["fx.reinplace"]
     inputs = (torch.randn(1), torch.randn(1, 2), torch.randn(2, 1))
     gm, inputs = to_ir(make_fx(_addmm_into_a_broadcast)(*inputs), inputs, row.ir)
-    verdict = check(row.target, gm, inputs)
+    verdict = check_row("fx.reinplace", gm, inputs)
     assert [v.property for v in verdict.violations] == ["validity"], verdict.violations
     assert "Bad in-place call" in verdict.violations[0].message
     assert FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(verdict.violations[0])

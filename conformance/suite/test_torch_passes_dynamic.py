@@ -22,11 +22,9 @@ import torch
 from hypothesis import settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from conformance import check
-from conformance.oracle import describe
 from strategies import graph_symbolic_shapes
 
-from .test_torch_passes import PASSES, finding_params, known_for, verify_row
+from .test_torch_passes import check_row, finding_params, known_for, verify_row
 
 pytestmark = pytest.mark.conformance
 
@@ -246,14 +244,9 @@ def test_a_vacuous_first_seed_is_retried_at_another_seed():
 
 
 def _check(name: str, pass_name: str, program=None, inputs=None):
-    finding, row = DYNAMIC_FINDINGS[name], PASSES[pass_name]
+    finding = DYNAMIC_FINDINGS[name]
     gm, inputs, shapes = finding.graph() if program is None else _traced(program, inputs)
-    verdict = check(row.target, gm, inputs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                    symbolic=shapes)
-    for v in verdict.violations:  # as the search reports it (the graph and inputs a finding's shape reads)
-        v.graph_before = v.graph_before or gm.code.strip()
-        v.inputs = v.inputs or "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(inputs))
-    return finding, verdict
+    return finding, check_row(pass_name, gm, inputs, symbolic=shapes)
 
 
 def _traced(program, inputs):
