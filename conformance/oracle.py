@@ -11,7 +11,10 @@ original's, or, relaxed, as the fp64 reference's where the original lost the val
 only when asked. Where eager's vectorized and scalar CPU kernels disagree, either result passes
 (``scalar_path_run``): no verdict depends on one CPU's vector path. On a GPU, the original run on
 inputs with subnormal floats flushed to zero passes too (``flushed_run``): the GPU's approximate
-instructions flush subnormal operands, eager CUDA does not.
+instructions flush subnormal operands, eager CUDA does not. The sign of a NaN an operation makes is
+not specified (IEEE 754 6.3) and differs between eager's kernels by CPU capability; the original run
+with every computed NaN made the positive one passes too (``positive_nan_run``), so a sign that
+``copysign`` or ``signbit`` reads from a NaN is no verdict either.
 """
 
 from __future__ import annotations
@@ -120,13 +123,15 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
     a, e = actual.detach(), expected.detach()
 
     def others():
+        """[(value, its reference)]: an alternative given alone has ``reference`` as its own."""
         found = alternatives() if callable(alternatives) else alternatives
-        return [t.detach().to(a.device) for t in found or () if isinstance(t, torch.Tensor)
+        pairs = [t if isinstance(t, tuple) else (t, reference) for t in found or ()]
+        return [(t.detach().to(a.device), r) for t, r in pairs if isinstance(t, torch.Tensor)
                 and t.shape == e.shape and t.dtype == e.dtype]
 
     if not (e.is_floating_point() or e.is_complex()):
         bad = a != e
-        for other in others() if bool(bad.any()) else ():
+        for other, _ in others() if bool(bad.any()) else ():
             bad &= a != other
         if bool(bad.any()) and reference is not None and reference.shape == e.shape and reference.dtype == e.dtype:
             # what the fp64 reference computes is right too: a comparison (or a cast) of a float that the
@@ -138,15 +143,15 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
             return None
         return _report(what, a, e, bad, "exactly equal (integer/bool dtype)")
     a64, e64 = a.to(torch.float64), e.to(torch.float64)
-    r64 = reference.detach().to(a.device, torch.float64) if reference is not None and reference.shape == e.shape \
-        else None
+    r64 = _as_reference(reference, e, a.device)
     tol_dtype = e.dtype if computed_in is None or _eps(computed_in) <= _eps(e.dtype) else computed_in
     judged = _judge(a64, e64, r64, tol_dtype, signed_zeros, specials)
     if judged is None:
         return None
     bad, special, rules = judged
-    for other in others():  # an element passes against any of eager's results
-        other_judged = _judge(a64, other.to(torch.float64), r64, tol_dtype, signed_zeros, specials)
+    for other, other_ref in others():  # an element passes against any of eager's results
+        other_r64 = _as_reference(other_ref, e, a.device)
+        other_judged = _judge(a64, other.to(torch.float64), other_r64, tol_dtype, signed_zeros, specials)
         if other_judged is None:
             return None
         bad = bad & other_judged[0]
@@ -190,10 +195,10 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
             message = compare_values(a, e, name)
         elif message is None and not bitwise_equal(a, e):
             ref = run("reference")
-            message = compare_values(a.cpu(), e.cpu(), name, reference=ref[i] if ref else None,
-                                     signed_zeros=signed_zeros, specials=specials,
-                                     alternatives=lambda: [r[i] for r in (run("scalar"), run("flushed"), run("again"))
-                                                           if r])
+            reference = ref[i] if ref else None
+            message = compare_values(a.cpu(), e.cpu(), name, reference=reference, signed_zeros=signed_zeros,
+                                     specials=specials, alternatives=lambda: eager_alternatives(
+                                         run, lambda r: r[i], reference))
         if message is not None:
             return message
     return None
@@ -261,6 +266,11 @@ def _judge(a64, e64, r64, tol_dtype, signed_zeros: bool, specials: str):
     if not bool(bad.any()):
         return None
     return bad, special, rules
+
+
+def _as_reference(reference, e: torch.Tensor, device):
+    return reference.detach().to(device, torch.float64) if isinstance(reference, torch.Tensor) \
+        and reference.shape == e.shape else None
 
 
 def _relaxed_hint(a64, e64, r64, special) -> str | None:
@@ -510,6 +520,64 @@ def repeat_run(gm: fx.GraphModule, inputs: tuple):
     return _rerun(gm, inputs, fx.Interpreter)
 
 
+def positive_nan_run(gm: fx.GraphModule, inputs: tuple):
+    """``gm`` run as eager would with the NaNs that each computing elementwise op (and each cast)
+    makes replaced by the positive quiet NaN, as ``reference_run`` returns it; None where no op made a
+    NaN (or it cannot run).
+
+    IEEE 754 leaves the sign of a NaN an operation returns unspecified, save for the sign-bit
+    operations (``neg``, ``abs``, ``copysign``) and copies; hardware and kernels differ: measured,
+    eager's bfloat16 ``exp`` of a negative NaN keeps the sign on an AVX-512 CPU and drops it under
+    ``ATEN_CPU_CAPABILITY=default``, as c10's float -> bfloat16 rounding does. Where ``copysign``
+    (or ``signbit``) then reads that sign, both results are eager's. Machines that keep a NaN's sign
+    are the eager run itself; this run is the machine that drops it. Its values are judged against
+    ``positive_nan_reference_run``, the fp64 reference of that machine.
+    """
+    made = []
+    run = _rerun(gm, inputs, _positive_nans(fx.Interpreter, made))
+    return run if made else None
+
+
+def positive_nan_reference_run(gm: fx.GraphModule, inputs: tuple):
+    """``reference_run`` with the NaNs each computing op makes positive, as ``positive_nan_run``'s."""
+    class AsDrawn(_positive_nans(_AsDrawn, [])):
+        host_default = torch.get_default_dtype()
+
+    with _default_dtype(torch.float64):
+        return _rerun(gm, inputs, AsDrawn, upcast_to=torch.float64)
+
+
+def _positive_nans(interpreter: type, made: list) -> type:
+    """``interpreter`` with the NaNs each op that computes them makes replaced by the positive one;
+    each such op is appended to ``made``."""
+    class PositiveNaNs(interpreter):
+        def call_function(self, target, args, kwargs):
+            out = super().call_function(target, args, kwargs)
+            if _makes_nan_sign(target) and isinstance(out, torch.Tensor) and out.is_floating_point() \
+                    and out.numel() > 0:
+                nan = torch.isnan(out)
+                if bool(nan.any()):
+                    made.append(target)
+                    with torch.no_grad():  # in place: an in-place op's result is the operand it wrote
+                        out.copy_(torch.where(nan, torch.full_like(out, math.nan), out))
+            return out
+
+    return PositiveNaNs
+
+
+# IEEE 754's sign-bit operations and copies: the sign of a NaN they return is the operand's.
+_SIGN_KEEPING = {"neg", "abs", "copysign", "positive", "clone", "where", "masked_fill"}
+
+
+def _makes_nan_sign(target) -> bool:
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    name = target.overloadpacket.__name__.rstrip("_")
+    if name in ("_to_copy", "to"):
+        return True
+    return torch.Tag.pointwise in target.tags and name not in _SIGN_KEEPING
+
+
 def on_gpu(inputs) -> bool:
     return any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in inputs)
 
@@ -527,7 +595,23 @@ def flush_subnormals(t: torch.Tensor) -> torch.Tensor:
 
 # The runs of the ORIGINAL graph the oracle may compare against, by kind; each is computed once, on
 # first use, and the alternatives (all but "reference") only where a value differs.
-RERUNS = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run, "again": repeat_run}
+RERUNS = {"reference": reference_run, "scalar": scalar_path_run, "flushed": flushed_run, "again": repeat_run,
+          "positive_nan": positive_nan_run, "positive_nan_reference": positive_nan_reference_run}
+# The runs whose results are eager's as much as the original run's (a value passes against any of
+# them), each with the run that is its fp64 reference, or None where the original's reference is.
+ALTERNATIVES = {"scalar": None, "flushed": None, "again": None, "positive_nan": "positive_nan_reference"}
+
+
+def eager_alternatives(run, pick, reference) -> list:
+    """``[(value, its fp64 reference)]`` from each of ``ALTERNATIVES`` that ``run(kind)`` (a ``RERUNS``
+    result, or None) has; ``pick(run)`` is the value in a run, ``reference`` the original's."""
+    found = []
+    for kind, reference_kind in ALTERNATIVES.items():
+        done = run(kind)
+        if done:
+            own = run(reference_kind) if reference_kind else None
+            found.append((pick(done), reference if reference_kind is None else pick(own) if own else None))
+    return found
 
 
 def _elementwise(target) -> bool:

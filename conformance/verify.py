@@ -48,7 +48,7 @@ from .contracts import ContractContext, get_contracts, storage_of
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, fake_rederives, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import (RERUNS, SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values,
-                     least_precise, tensor_constants)
+                     eager_alternatives, least_precise, tensor_constants)
 
 
 class ExampleTimeout(BaseException):
@@ -258,8 +258,8 @@ class _Run:
         return {_meta_key(m) for m in meta_val_errors(self.gm, rec.seen)}
 
     def _rerun(self, kind: str):
-        """The ORIGINAL graph run again on copies of the inputs (fp64, eager's scalar CPU kernels, or
-        flushed subnormals), as (flat outputs, inputs after, constants after, ...), or None where it
+        """The ORIGINAL graph run again on copies of the inputs (``oracle.RERUNS``: fp64, or one of
+        eager's other results), as (flat outputs, inputs after, constants after, ...), or None where it
         cannot run; computed once, on first use."""
         if kind not in self._reruns:
             run = RERUNS[kind](self.gm, clone_inputs(self.inputs))
@@ -270,30 +270,15 @@ class _Run:
         """The fp64 run of the ORIGINAL graph (``reference_run``), or None."""
         return self._rerun("reference")
 
-    def scalar_path(self):
-        """The ORIGINAL graph with elementwise ops on eager's scalar CPU kernels (``scalar_path_run``),
-        or None; asked for only where a value differs."""
-        return self._rerun("scalar")
-
-    def flushed(self):
-        """On a GPU, the ORIGINAL graph on inputs with subnormals flushed to zero (``flushed_run``), or
-        None; asked for only where a value differs."""
-        return self._rerun("flushed")
-
-    def again(self):
-        """On a GPU, the ORIGINAL graph run once more (``repeat_run``: eager CUDA's atomics may round
-        differently from run to run), or None; asked for only where a value differs."""
-        return self._rerun("again")
-
     def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
         """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
-        it differs, eager's scalar-kernel result (and, on a GPU, the flushed-subnormals run) is as
-        acceptable as the original's."""
+        it differs, eager's other results (``oracle.ALTERNATIVES``: its scalar kernels, NaNs made
+        positive, on a GPU flushed subnormals and a second run) are as acceptable as the original's."""
         ref = self.reference()
-        return compare_values(a, e, what, reference=pick(ref) if ref else None, signed_zeros=self.c.signed_zeros,
+        reference = pick(ref) if ref else None
+        return compare_values(a, e, what, reference=reference, signed_zeros=self.c.signed_zeros,
                               computed_in=computed_in, specials=self.c.specials,
-                              alternatives=lambda: [pick(r) for r in (self.scalar_path(), self.flushed(), self.again())
-                                                    if r])
+                              alternatives=lambda: eager_alternatives(self._rerun, pick, reference))
 
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):

@@ -16,6 +16,7 @@ from torch.library import Library
 
 from conformance import UsageError, check, verify
 from conformance.oracle import compare_outputs, compare_values, scalar_path_run
+from strategies import attach_meta
 from tests.graphs import build
 
 aten = torch.ops.aten
@@ -286,3 +287,63 @@ def test_on_a_gpu_a_second_run_of_the_original_is_eagers_result_too(monkeypatch)
     _CALLS.clear()
     assert oracle.compare_outputs(gm, x, wrong) is not None
     assert torch.float32 in _CALLS[2:]  # the alternative was run: the check above could pass by it
+
+
+# --- the sign of a NaN an op makes ------------------------------------------------------------------
+
+NAN_SIGNS = (torch.tensor([-float("nan"), 0.5, float("nan")]), torch.tensor([1.0, 2.0, 3.0]))
+
+
+def _sign_of_exp(g, c, x0, x1):
+    return [c(aten.copysign.Tensor, x1, c(aten.exp.default, x0))]
+
+
+def _exp_nans(make):
+    """A pass that makes each NaN ``exp`` returns ``make(nan)``: ``where(isnan(e), make(e), e)``."""
+    def pass_(gm):
+        g = gm.graph
+        for n in list(g.nodes):
+            if n.target == aten.exp.default:
+                with g.inserting_before(n.next):
+                    isnan = g.call_function(aten.isnan.default, (n,))
+                    made = make(g, n)
+                    new = g.call_function(aten.where.self, (isnan, made, n))
+                n.replace_all_uses_with(new, delete_user_cb=lambda u: u.target == aten.copysign.Tensor)
+        gm.recompile()
+        return attach_meta(gm, NAN_SIGNS)
+
+    return pass_
+
+
+def test_a_nan_whose_sign_an_op_drops_is_eagers_result_too():
+    """exp(-nan) is -nan on an AVX-512 CPU's eager bfloat16 kernels and +nan under the default
+    capability: the sign is not specified, and copysign reading it gives either sign. A pass whose
+    NaNs are positive passes on every CPU."""
+    gm = build(2, _sign_of_exp)
+    positive = _exp_nans(lambda g, n: g.call_function(aten.abs.default, (n,)))
+    assert check(positive, gm, NAN_SIGNS, device="cpu").ok
+    for sign_of_first in (1.0, -1.0):  # what either machine gives
+        assert compare_outputs(gm, NAN_SIGNS, [torch.tensor([sign_of_first, 2.0, 3.0])]) is None
+
+
+def test_a_nan_sign_no_eager_gives_fails(monkeypatch):
+    gm = build(2, _sign_of_exp)
+    # +nan made negative: exp(+nan) is +nan on every machine
+    negative = _exp_nans(lambda g, n: g.call_function(aten.neg.default, (g.call_function(aten.abs.default, (n,)),)))
+    verdict = check(negative, gm, NAN_SIGNS, device="cpu")
+    assert [v.property for v in verdict.violations] == ["values"] and "output[0]" in verdict.violations[0].message
+    # the sign-bit operations keep a NaN's sign: -exp(+nan) is -nan, and copysign reads it
+    neg = build(2, lambda g, c, x0, x1: [c(aten.copysign.Tensor, x1, c(aten.neg.default, c(aten.exp.default, x0)))])
+    assert compare_outputs(neg, NAN_SIGNS, [torch.tensor([1.0, -2.0, -3.0])]) is None
+    assert compare_outputs(neg, NAN_SIGNS, [torch.tensor([1.0, -2.0, 3.0])]) is not None
+    # and the rule is what passes the positive pass: without it, a CPU whose exp keeps the sign flags it
+    monkeypatch.setitem(oracle.RERUNS, "positive_nan", lambda gm, inputs: None)
+    eager_first = torch.signbit(build(2, _sign_of_exp)(*NAN_SIGNS)[0][0]).item()
+    assert (compare_outputs(gm, NAN_SIGNS, [torch.tensor([1.0, 2.0, 3.0])]) is None) == (not eager_first)
+
+
+def test_positive_nan_run_is_none_where_no_op_makes_a_nan():
+    gm = build(2, _sign_of_exp)
+    assert oracle.positive_nan_run(gm, (torch.ones(3), torch.ones(3))) is None
+    out = oracle.positive_nan_run(gm, NAN_SIGNS)[0]
+    assert torch.equal(out[0], torch.tensor([1.0, 2.0, 3.0]))
