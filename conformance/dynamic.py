@@ -18,7 +18,9 @@ The checks, in order (the first that finds something is reported):
    the node computes). A counterexample's sizes are run in step 3 and in the repro.
 3. **Other sizes, run.** The result is run beside the original at sizes other than the example's
    that satisfy the original's guards (0 and 1 where the guards allow them, larger ones, each
-   counterexample), and compared by the oracle: outputs (shapes, dtypes, values), inputs after the run.
+   counterexample), and compared by the checker's oracle (``oracle.Oracle``, with its special-values
+   and signed-zero options and eager's other results): outputs (shapes, dtypes, values), inputs
+   after the run.
 
 Runs are not bound by the ``>= 2`` torch's 0/1 specialisation assumes while tracing: any
 non-negative sizes at which the original's recorded guards hold are tried (export's ``Dim``
@@ -37,7 +39,7 @@ from strategies import InvalidArgument, SymbolicShapes, size_symbol, symbolic_va
 from ._errors import UsageError
 from .adapters import clone_inputs, graph_run
 from .invariants import first_line
-from .oracle import bitwise_equal, compare_metadata, compare_values, reference_run
+from .oracle import Oracle, bitwise_equal, compare_metadata
 from .symbolic import prove_equal, prove_implies
 
 DYNAMIC = "dynamic"
@@ -68,8 +70,10 @@ def sizes_text(sizes: dict, examples: dict | None = None) -> str:
 class DynamicCheck:
     """The ``dynamic`` property for one graph: the original's symbolic run, then ``judge(result)``."""
 
-    def __init__(self, gm: fx.GraphModule, inputs: tuple, symbolic, sizes=()):
+    def __init__(self, gm: fx.GraphModule, inputs: tuple, symbolic, sizes=(), *, specials: str = "strict",
+                 signed_zeros: bool = False):
         self.shapes = as_shapes(symbolic)
+        self.specials, self.signed_zeros = specials, signed_zeros  # the checker's oracle options, at every size
         try:
             self.examples = self.shapes.example_sizes(inputs)
         except InvalidArgument as exc:
@@ -296,23 +300,16 @@ class DynamicCheck:
         exp_flat, act_flat = pytree.tree_leaves(expected), pytree.tree_leaves(actual)
         if len(exp_flat) != len(act_flat):
             return f"{where}: outputs={len(act_flat)}, but should be {len(exp_flat)}"
-        reference = []  # the original's fp64 run at these sizes, made on first need
-
-        def fp64(pick):
-            if not reference:
-                ref = reference_run(self.gm, clone_inputs(inputs))
-                reference.append(None if ref is None else (pytree.tree_leaves(ref[0]), ref[1]))
-            return None if reference[0] is None else pick(reference[0])
-
-        pairs = [(a, e, f"output[{i}]", lambda r, i=i: r[0][i]) for i, (a, e) in enumerate(zip(act_flat, exp_flat))]
-        pairs += [(a, e, f"input[{i}] after the run", lambda r, i=i: r[1][i])
-                  for i, (a, e) in enumerate(zip(act_in, exp_in))]
-        for a, e, what, pick in pairs:
+        oracle = Oracle(self.gm, inputs, specials=self.specials, signed_zeros=self.signed_zeros)
+        for i, (a, e) in enumerate(zip(act_flat, exp_flat)):
+            message = oracle.output(i, a, e, f"output[{i}]")
+            if message:
+                return f"{where}: {message}"
+        for i, (a, e) in enumerate(zip(act_in, exp_in)):
+            what = f"input[{i}] after the run"
             message = compare_metadata(a, e, what, strides=False)
             if message is None and isinstance(e, torch.Tensor) and not bitwise_equal(a, e):
-                message = compare_values(a, e, what, reference=fp64(pick))
-            elif message is None and not isinstance(e, torch.Tensor):
-                message = compare_values(a, e, what)
+                message = oracle.compare(a, e, what, lambda r, i=i: r[1][i])
             if message:
                 return f"{where}: {message}"
         return None

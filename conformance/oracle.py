@@ -162,11 +162,72 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
     return _report(what, a, e, bad, "; ".join(rules), special=special, reference=r64, hint=hint)
 
 
+class Oracle:
+    """The oracle for one graph on one set of inputs, with a checker's options: the runs of the
+    ORIGINAL graph it judges against (``RERUNS``: the fp64 reference, eager's other results), each
+    computed once on the inputs given, on first need, and the one comparison every check makes
+    (``verify``'s values, mutations and constants, the ``dynamic`` property at each size,
+    ``compare_outputs``). ``gm`` and ``inputs`` are never modified.
+
+    >>> import torch.fx as fx
+    >>> gm = fx.symbolic_trace(lambda x: torch.ops.aten.mul.Tensor(x, 3.0) / 3.0)
+    >>> oracle = Oracle(gm, (torch.tensor([3e38]),), specials="relaxed")
+    >>> oracle.output(0, torch.tensor([3e38]), gm(torch.tensor([3e38])), "out") is None
+    True
+    """
+
+    def __init__(self, gm: fx.GraphModule, inputs: tuple, *, specials: str = "strict", signed_zeros: bool = False):
+        if specials not in SPECIALS:
+            raise ValueError(f"specials={specials!r}, but should be one of {', '.join(SPECIALS)}")
+        self.gm, self.inputs = gm, tuple(inputs)
+        self.specials, self.signed_zeros = specials, signed_zeros
+        self._runs: dict = {}
+        output = next((n for n in gm.graph.nodes if n.op == "output"), None)
+        self._sources = pytree.tree_leaves(output.args[0]) if output is not None else []
+
+    def run(self, kind: str):
+        """The original run again (``RERUNS[kind]``) as (flat outputs, inputs after, constants after,
+        ``{node name: dtype}``), or None where that run is unavailable."""
+        from .adapters import clone_inputs
+
+        if kind not in self._runs:
+            done = RERUNS[kind](self.gm, clone_inputs(self.inputs))
+            self._runs[kind] = None if done is None else (_leaves(done[0]), *done[1:])
+        return self._runs[kind]
+
+    def reference(self):
+        """The fp64 run of the original (``reference_run``), as ``run`` returns it, or None."""
+        return self.run("reference")
+
+    def output(self, i: int, a, e, what: str) -> str | None:
+        """None when ``a`` is acceptable as the original's ``i``-th flat output ``e``, else the message
+        (metadata first, strides aside; then values). An output computed through a float less precise
+        in eager than in the reference gets that float's tolerances (``least_precise``)."""
+        message = compare_metadata(a, e, what, strides=False)
+        if message is not None or bitwise_equal(a, e):
+            return message
+        ref = self.reference() if isinstance(e, torch.Tensor) else None
+        computed_in = least_precise(self._sources[i], ref[3]) if ref and i < len(self._sources) else None
+        return self.compare(a, e, what, lambda r: r[0][i], computed_in)
+
+    def compare(self, a, e, what: str, pick, computed_in: torch.dtype | None = None) -> str | None:
+        """``compare_values`` of ``a`` against the original's ``e``; ``pick(run)`` is that value in a
+        ``run()`` result (an output, an input or a constant after the run). Where it differs, eager's
+        other results (``ALTERNATIVES``) are as acceptable as the original's."""
+        if not isinstance(e, torch.Tensor):
+            return compare_values(a, e, what)
+        ref = self.reference()
+        reference = pick(ref) if ref else None
+        return compare_values(a, e, what, reference=reference, signed_zeros=self.signed_zeros,
+                              computed_in=computed_in, specials=self.specials,
+                              alternatives=lambda: eager_alternatives(self.run, pick, reference))
+
+
 def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "output", *, specials: str = "strict",
                     signed_zeros: bool = False) -> str | None:
     """The oracle on a whole run: ``actual`` (the flat outputs of something computing what ``gm``
-    computes) against ``gm`` run eagerly on copies of ``inputs``, with the fp64 reference and, where
-    a value differs, eager's scalar-kernel results (``scalar_path_run``). None, or the first message.
+    computes) against ``gm`` run eagerly on copies of ``inputs`` (an ``Oracle``). None, or the first
+    message.
 
     >>> import torch.fx as fx
     >>> gm = fx.symbolic_trace(lambda x: torch.ops.aten.mul.Tensor(x, 2.0))
@@ -180,25 +241,9 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
     actual = list(actual)
     if len(actual) != len(expected):
         return f"{what}s={len(actual)}, but should be {len(expected)}"
-    runs = {}
-
-    def run(kind):
-        if kind not in runs:
-            done = RERUNS[kind](gm, tuple(inputs))
-            runs[kind] = None if done is None else _leaves(done[0])
-        return runs[kind]
-
+    oracle = Oracle(gm, inputs, specials=specials, signed_zeros=signed_zeros)
     for i, (a, e) in enumerate(zip(actual, expected)):
-        name = f"{what}[{i}]"
-        message = compare_metadata(a, e, name, strides=False)
-        if message is None and not isinstance(e, torch.Tensor):
-            message = compare_values(a, e, name)
-        elif message is None and not bitwise_equal(a, e):
-            ref = run("reference")
-            reference = ref[i] if ref else None
-            message = compare_values(a.cpu(), e.cpu(), name, reference=reference, signed_zeros=signed_zeros,
-                                     specials=specials, alternatives=lambda: eager_alternatives(
-                                         run, lambda r: r[i], reference))
+        message = oracle.output(i, a, e, f"{what}[{i}]")
         if message is not None:
             return message
     return None

@@ -47,8 +47,7 @@ from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, fake_rederives, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import (RERUNS, SPECIALS, attr_or_none, bitwise_equal, compare_metadata, compare_values,
-                     eager_alternatives, least_precise, tensor_constants)
+from .oracle import SPECIALS, Oracle, attr_or_none, bitwise_equal, compare_metadata, tensor_constants
 
 
 class ExampleTimeout(BaseException):
@@ -119,7 +118,8 @@ class Checker:
         tensors = (*inputs, *gm.buffers(), *gm.parameters())
         if any(isinstance(t, torch.Tensor) and t.device.type != self.device for t in tensors):
             gm, inputs = to_device(gm, tuple(inputs), self.device)  # drawn elsewhere (graphs(device=) draws here)
-        dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes) if self.dynamic and DYNAMIC in self.properties else None
+        dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes, specials=self.specials, signed_zeros=self.signed_zeros) \
+            if self.dynamic and DYNAMIC in self.properties else None
         run = _Run(self, gm, tuple(inputs), dyn)
         try:
             with deadline(self.timeout):
@@ -136,7 +136,7 @@ class _Run:
     def __init__(self, checker: Checker, gm: fx.GraphModule, inputs: tuple, dyn=None):
         self.c, self.gm, self.inputs, self.dyn = checker, gm, inputs, dyn
         self.verdict = Verdict(checked=checker.checked)
-        self._reruns: dict = {}
+        self.oracle = Oracle(gm, inputs, specials=checker.specials, signed_zeros=checker.signed_zeros)
 
     def violation(self, prop: str, message: str) -> None:
         self.verdict.violations.append(Violation(prop, message))
@@ -257,29 +257,6 @@ class _Run:
             return set()
         return {_meta_key(m) for m in meta_val_errors(self.gm, rec.seen)}
 
-    def _rerun(self, kind: str):
-        """The ORIGINAL graph run again on copies of the inputs (``oracle.RERUNS``: fp64, or one of
-        eager's other results), as (flat outputs, inputs after, constants after, ...), or None where it
-        cannot run; computed once, on first use."""
-        if kind not in self._reruns:
-            run = RERUNS[kind](self.gm, clone_inputs(self.inputs))
-            self._reruns[kind] = None if run is None else (pytree.tree_leaves(run[0]), *run[1:])
-        return self._reruns[kind]
-
-    def reference(self):
-        """The fp64 run of the ORIGINAL graph (``reference_run``), or None."""
-        return self._rerun("reference")
-
-    def compare(self, a, e, what: str, pick, computed_in=None) -> str | None:
-        """The oracle on one value; ``pick(run)`` is that value in a ``reference()``-shaped run. Where
-        it differs, eager's other results (``oracle.ALTERNATIVES``: its scalar kernels, NaNs made
-        positive, on a GPU flushed subnormals and a second run) are as acceptable as the original's."""
-        ref = self.reference()
-        reference = pick(ref) if ref else None
-        return compare_values(a, e, what, reference=reference, signed_zeros=self.c.signed_zeros,
-                              computed_in=computed_in, specials=self.c.specials,
-                              alternatives=lambda: eager_alternatives(self._rerun, pick, reference))
-
     def _values(self, exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in):
         if len(act_flat) != len(exp_flat):
             self.violation("values", f"outputs={len(act_flat)}, but should be {len(exp_flat)} (as the original returns)")
@@ -289,8 +266,6 @@ class _Run:
             return
         inputs = {storage_of(t) for t in exp_in} - {None}
         act_inputs = {storage_of(t) for t in act_in} - {None}
-        output = next(n for n in self.gm.graph.nodes if n.op == "output")
-        sources = pytree.tree_leaves(output.args[0])
         for i, (a, e) in enumerate(zip(act_flat, exp_flat)):
             what = f"output[{i}]"
             # An output that is a view of an input has that view's layout; where a contract makes it
@@ -299,12 +274,8 @@ class _Run:
             message = compare_metadata(a, e, what, strides=storage_of(e) in inputs and not copied)
             if message is None and isinstance(e, torch.Tensor):
                 message = _grad_state(a, e, what)
-            if message is None and not isinstance(e, torch.Tensor):
-                message = compare_values(a, e, what)
-            elif message is None and not bitwise_equal(a, e):
-                ref = self.reference()
-                computed_in = least_precise(sources[i], ref[3]) if ref and i < len(sources) else None
-                message = self.compare(a, e, what, lambda run: run[0][i], computed_in)
+            if message is None:
+                message = self.oracle.output(i, a, e, what)
             if message:
                 self.violation("values", message)
 
@@ -338,7 +309,7 @@ class _Run:
         ``pick(reference)`` is the fp64 value of that state, for the oracle."""
         message = compare_metadata(a, e, what, strides=True)
         if message is None and isinstance(e, torch.Tensor) and not bitwise_equal(a, e):
-            message = self.compare(a, e, what, pick)
+            message = self.oracle.compare(a, e, what, pick)
         if message is None:
             return None
         hint = f"the original {verb} it" if _changed(e, before) else "the original leaves it unchanged"

@@ -250,3 +250,23 @@ def test_a_node_that_took_another_nodes_name_is_not_compared_with_it():
     assert names == ["full", "full_1"]
     verdict = check(_swap_the_fills_names, gm, inputs, symbolic=shapes)
     assert verdict.ok, str(verdict)
+
+
+def _no_overflow(gm):
+    """``x * 2.0 / 2.0`` -> ``x * 1.0 / 1.0``: the value without the intermediate overflow."""
+    for n in gm.graph.nodes:
+        if n.target in (torch.ops.aten.mul.Tensor, torch.ops.aten.div.Tensor):
+            n.args = (n.args[0], 1.0)
+    gm.recompile()
+    return gm
+
+
+def test_the_dynamic_property_judges_with_the_checkers_oracle():
+    """The sizes the dynamic property runs are judged by the oracle the checker's options made: what
+    --specials relaxed accepts at the example it accepts at every size (and strict refuses at each)."""
+    gm, inputs, shapes = _graph(lambda x: x * 2.0 / 2.0, torch.tensor([3e38, 1.0, -2.0]))
+    relaxed = check(_no_overflow, gm, inputs, symbolic=shapes, specials="relaxed")
+    assert relaxed.ok and relaxed.changed and relaxed.dynamic["sizes_run"] >= 2, str(relaxed)
+    strict = check(_no_overflow, gm, inputs, symbolic=shapes)
+    assert {v.property for v in strict.violations} == {"values", "dynamic"}, str(strict)
+    assert "the original overflows here" in next(v.message for v in strict.violations if v.property == "dynamic")
