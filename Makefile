@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 STAMP  := $(VENV)/.fx-conformance-installed
-PROFILE ?= ci
+PROFILE ?= fx-ci
 CONFORMANCE_PROFILE ?= dev
 
 # Trigger discovery's cache (conformance/search/triggers.py): in the tree, not the user's home.

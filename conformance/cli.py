@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 import sys
 
-from .profiles import PROFILES
+from .profiles import PROFILES, profile_name
 
 SUITE_DIR = pathlib.Path(__file__).resolve().parent / "suite"
 
@@ -16,7 +16,7 @@ SUITE_DIR = pathlib.Path(__file__).resolve().parent / "suite"
 def _run(args) -> int:
     # A fresh interpreter, so pytest sees (and assertion-rewrites) the suite before anything imports it.
     argv = [sys.executable, "-m", "pytest", str(SUITE_DIR), "-p", "no:cacheprovider",
-            f"--hypothesis-profile={args.profile}", "--fx-summary", "-q", *_after_dashes(args.pytest_args)]
+            f"--hypothesis-profile={profile_name(args.profile)}", "--fx-summary", "-q", *_after_dashes(args.pytest_args)]
     code = subprocess.call(argv)
     return 0 if code == 0 else 1 if code == 1 else 2
 
@@ -245,8 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Property-based conformance checks for PyTorch FX graph passes.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the conformance suite over the reference implementations")
-    run.add_argument("--profile", choices=sorted(PROFILES), default="dev",
-                     help="Hypothesis profile: dev (quick), ci (small, derandomized), nightly (large)")
+    run.add_argument("--profile", choices=sorted({*PROFILES, *(n.removeprefix("fx-") for n in PROFILES)}),
+                     default="dev", help="Hypothesis profile: dev (quick), ci (small, derandomized), nightly "
+                                         "(large); fx-dev, fx-ci, fx-nightly are the same")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra arguments passed to pytest")
     run.set_defaults(func=_run)
     _add_verify(sub)

@@ -1,8 +1,12 @@
-"""Hypothesis profiles, registered in this one place: ``dev``, ``ci`` and ``nightly``.
+"""Hypothesis profiles, registered in this one place: ``fx-dev``, ``fx-ci`` and ``fx-nightly``.
 
-The pytest plugin imports this module, so ``pytest --hypothesis-profile=ci`` works wherever
-fx-conformance is installed. Drawing an FX graph (eager run plus fake-tensor metadata) takes
-milliseconds, so the deadline is off and the too_slow health check never aborts a run.
+The pytest plugin imports this module, so ``pytest --hypothesis-profile=fx-ci`` works wherever
+fx-conformance is installed. The names are our own: Hypothesis registers a profile named ``ci`` and
+loads it by itself when ``CI`` is set, so a ``ci`` of ours would change every other project's
+Hypothesis tests in the same environment (25 examples on CI instead of 100). Registering a profile
+loads nothing. ``fx-conformance run --profile`` takes the short names (``dev``, ``ci``,
+``nightly``). Drawing an FX graph (eager run plus fake-tensor metadata) takes milliseconds, so the
+deadline is off and the too_slow health check never aborts a run.
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ _COMMON = dict(deadline=None, suppress_health_check=(HealthCheck.too_slow, Healt
 
 PROFILES = {
     # Local work: quick, random, remembers failures in .hypothesis/.
-    "dev": dict(_COMMON, max_examples=50),
+    "fx-dev": dict(_COMMON, max_examples=50),
     # CI: small and derandomized, so a red run is reproducible from the log alone; no database.
-    "ci": dict(_COMMON, max_examples=25, derandomize=True, database=None, print_blob=True),
+    "fx-ci": dict(_COMMON, max_examples=25, derandomize=True, database=None, print_blob=True),
     # Nightly: large, random, with the example database kept between runs.
-    "nightly": dict(_COMMON, max_examples=1000),
+    "fx-nightly": dict(_COMMON, max_examples=1000),
 }
 
 
+def profile_name(name: str) -> str:
+    """The registered name of a profile given by its short name (``ci`` -> ``fx-ci``) or its own."""
+    return name if name in PROFILES else f"fx-{name}"
+
+
 def register_profiles() -> None:
-    """Register every profile in PROFILES with Hypothesis (idempotent)."""
+    """Register every profile in PROFILES with Hypothesis (idempotent; loads none)."""
     for name, options in PROFILES.items():
         settings.register_profile(name, **options)
 

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from . import profiles  # noqa: F401  (registers dev/ci/nightly before Hypothesis loads a profile)
+from . import profiles  # noqa: F401  (registers fx-dev/fx-ci/fx-nightly before Hypothesis loads a profile)
 from ._result import SPECIALS
 
 

@@ -107,7 +107,7 @@ PY
 
 # make test's first pytest line, less its CPU-capability reruns (a CPU matter, not the GPU's)
 timeout -s INT "$PYTEST_S" .venv/bin/python -m pytest ${PYTEST_PATHS:-tests benchmarks conformance/suite} -q -p no:cacheprovider \
-    --dist worksteal --hypothesis-profile=ci -n "$WORKERS" -m "not sweep" --benchmark-disable -rfE \
+    --dist worksteal --hypothesis-profile=fx-ci -n "$WORKERS" -m "not sweep" --benchmark-disable -rfE \
     --durations=25 --junitxml="$OUT/junit.xml" >"$OUT/pytest.log" 2>&1 &
 PYTEST_PID=$!
 

@@ -223,6 +223,34 @@ def test_a_pytest_run_that_asks_nothing_of_the_plugin_imports_no_torch(tmp_path)
         r.stdout[:2000]
 
 
+def test_a_plain_hypothesis_test_keeps_its_settings_on_ci(tmp_path):
+    """The plugin registers profiles of its own names only: with CI set, Hypothesis loads its own
+    ``ci`` profile (100 examples), not ours (25), and no private Hypothesis function is patched."""
+    (tmp_path / "test_host.py").write_text(textwrap.dedent('''
+        from hypothesis import given, settings, strategies as st
+        from hypothesis.internal.conjecture import providers
+
+        ORIGINAL = providers._get_local_constants
+        RUNS = []
+
+
+        @given(st.integers())
+        def test_plain(x):
+            RUNS.append(x)
+
+
+        def test_its_settings():
+            assert settings.default.max_examples == 100 and settings.default.derandomize
+            assert len(RUNS) == 100
+            assert providers._get_local_constants is ORIGINAL
+    '''))
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_PROFILE"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "test_host.py"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120, env=dict(env, CI="true"))
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "2 passed" in r.stdout
+
+
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     # Discovery (the plugin's default focus) runs for the failing pass below; these runs are about the
     # verdict and its exit code, and identity changes no graph, focused or not.

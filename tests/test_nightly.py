@@ -122,9 +122,9 @@ def test_the_plugin_writes_conformance_counts_as_json(tmp_path):
                     "def test_b(): assert 0\n")
     out = tmp_path / "c.json"
     subprocess.run([sys.executable, "-m", "pytest", str(test), "-q", "-p", "no:cacheprovider", "--fx-summary-json",
-                    str(out), "--hypothesis-profile=ci"], capture_output=True, cwd=tmp_path, timeout=120)
+                    str(out), "--hypothesis-profile=fx-ci"], capture_output=True, cwd=tmp_path, timeout=120)
     doc = json.loads(out.read_text())
-    assert doc["total"] == {"passed": 1, "failed": 0, "skipped": 0, "xfailed": 1} and doc["profile"] == "ci"
+    assert doc["total"] == {"passed": 1, "failed": 0, "skipped": 0, "xfailed": 1} and doc["profile"] == "fx-ci"
     assert doc["known"] == [{"test": "test_x.py::test_b", "reason": "torch: it drops alpha"}]
 
 
