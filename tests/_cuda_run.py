@@ -1,10 +1,11 @@
 """The pointwise table and golden tests on a CUDA device, in a process of their own.
 
-A process that ran a CPU kernel is in interpreter mode for good (``_runtime`` sets
-``TRITON_INTERPRET``, and every kernel made after that is interpreted, whatever its device), so
-tests/test_pointwise_table.py and tests/test_pointwise_golden.py run their CUDA cases through
-``run()``: a subprocess ``python -m tests._cuda_run OUT.json table|golden NAME [NAME ...]`` with
-``TRITON_INTERPRET`` removed from its environment. Each named table row (its whole special-value
+Kernels choose their mode by device (``_runtime.mode_for``), so CPU and CUDA kernels share a
+process; the CUDA cases still run in a process of their own, because a kernel that faults on the
+GPU (an illegal address) leaves the CUDA context unusable for every later test in that process:
+tests/test_pointwise_table.py and tests/test_pointwise_golden.py run them through ``run()``, a
+subprocess ``python -m tests._cuda_run OUT.json table|golden NAME [NAME ...]`` with
+``TRITON_INTERPRET`` removed from its environment (a user's setting would interpret every kernel). Each named table row (its whole special-value
 grid, ``judge_row``) or golden graph (``judge_golden``) gives one record in OUT.json:
 ``{"name", "device", "cases", "modes", "failures"}``, where ``modes`` are the kernels' modes (a GPU
 run must show only ``compiled``). The CPU cases call the same judges in the test process. Exit 2

@@ -3,6 +3,8 @@ lowering and its errors, and the pointwise-kernels-only contract."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import sympy
 import torch
@@ -327,3 +329,25 @@ def test_operands_of_different_layouts_are_walked_in_order(kind, axes):
     if axes == 1:  # the flat index is each operand's own memory order
         assert len(contiguous) == 3, kernel.source
     torch.testing.assert_close(lowered(x, y)[0], (x - y) * 0.5, rtol=0, atol=0)
+
+
+# --- CPU and GPU kernels in one process ------------------------------------------------------------
+
+
+@pytest.mark.skipif(_runtime.interpreting(), reason="TRITON_INTERPRET=1 set by the user: every kernel is interpreted")
+def test_cpu_and_gpu_lowerings_each_run_in_their_own_mode_in_one_process():
+    """A CPU lowering runs in the interpreter; the same graph lowered for the GPU path afterwards (the
+    meta device: no GPU needed) is a compiled kernel that compiles for sm_90; the CPU one still runs.
+    Nothing sets TRITON_INTERPRET."""
+    from reference_lowering.pointwise import compile_for_target
+
+    gm = build(2, lambda g, c, x, y: [c(aten.mul.Tensor, c(aten.sigmoid.default, x), y)])
+    x, y = torch.randn(33), torch.randn(33)
+    cpu = lower_pointwise_subgraph(gm, (x, y))
+    torch.testing.assert_close(cpu(x, y)[0], gm(x, y)[0])
+    meta = lower_pointwise_subgraph(gm, (x.to("meta"), y.to("meta")))
+    assert (cpu.mode, meta.mode) == ("interpreter", "compiled") and cpu.name == meta.name and cpu.fn is not meta.fn
+    figures = compile_for_target(meta, "sm_90")
+    assert figures.instructions > 0 and figures.registers > 0
+    torch.testing.assert_close(cpu(x, y)[0], gm(x, y)[0])
+    assert "TRITON_INTERPRET" not in os.environ

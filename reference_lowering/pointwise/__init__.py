@@ -8,11 +8,12 @@ the graph is rewritten to launch them, so the result is again an FX graph any ha
 - ``TRITON``: the op table (ATen overload -> Triton expression), one commented row per op.
 - ``compile_for_target(kernel, "sm_90" | "sm_80" | "gfx942")``: a kernel lowered for a GPU-path
   device (``meta`` works without a GPU) compiled by Triton with no driver, and its ``StaticFigures``
-  (registers, spills, stack, shared memory, instructions, global access widths per pointer); in a
-  process where ``TRITON_INTERPRET`` was never set.
+  (registers, spills, stack, shared memory, instructions, global access widths per pointer); also
+  after CPU lowerings in the same process (not where the user set ``TRITON_INTERPRET=1``).
 
-CPU tensors run under the Triton interpreter (``TRITON_INTERPRET=1``, set by the first CPU kernel);
-f16/bf16 are computed in fp32 and rounded after every op, as eager rounds.
+Each kernel's mode follows its device: CPU tensors run under the Triton interpreter, a GPU's are
+compiled, side by side in one process (nothing sets ``TRITON_INTERPRET``); f16/bf16 are computed
+in fp32 and rounded after every op, as eager rounds.
 
 >>> import torch, torch.fx as fx
 >>> aten = torch.ops.aten

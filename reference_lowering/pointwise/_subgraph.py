@@ -96,8 +96,7 @@ def evaluate(expr, env: dict) -> int:
 
 def make_kernel(code: KernelSource, device: torch.device, constants: tuple = ()) -> PointwiseKernel:
     fn = _runtime.compile_kernel(code.name, code.source, device)
-    mode = "interpreter" if _runtime.interpreting() else "compiled"
-    return PointwiseKernel(code, fn, mode, device, constants)
+    return PointwiseKernel(code, fn, _runtime.mode_for(device), device, constants)
 
 
 def lower_pointwise_subgraph(gm: fx.GraphModule, example_inputs=None, *, dynamic: bool = False) -> PointwiseKernel:

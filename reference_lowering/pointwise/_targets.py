@@ -6,8 +6,9 @@ ships ``ptxas``, ``cuobjdump`` and the AMD back end. This module compiles a kern
 looks at: registers, local memory (spills) and stack, shared memory, instruction count, and the
 width of every global load and store, attributed to the pointer argument it goes through.
 
-It must run in a process where ``TRITON_INTERPRET`` was never set (a function decorated under the
-interpreter cannot be compiled). Compiling does not launch anything.
+Kernels lowered for a GPU (or the ``meta`` device) compile, in any process where the user did not
+set ``TRITON_INTERPRET`` (a function decorated under it is interpreted, and cannot be compiled);
+CPU lowerings in the same process do not change that. Compiling does not launch anything.
 """
 
 from __future__ import annotations
@@ -227,8 +228,9 @@ def compile_triton(fn, signature: dict, constexprs: dict, target: str, *, num_wa
     from triton.compiler import ASTSource
 
     if _interpreted(fn):
-        raise LoweringError(f"{getattr(fn, '__name__', fn)} was defined under TRITON_INTERPRET=1 and cannot be "
-                            f"compiled for a GPU: compile in a process where TRITON_INTERPRET was never set")
+        raise LoweringError(f"{getattr(fn, '__name__', fn)} is an interpreted kernel (lowered for the CPU, or under "
+                            f"TRITON_INTERPRET=1) and cannot be compiled for a GPU: lower it for a GPU device "
+                            f"(or 'meta'), in a process without TRITON_INTERPRET set")
     names = list(signature)
     attrs = attrs if attrs is not None else {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
@@ -259,7 +261,9 @@ def figures(compiled, target: str, pointers: int, seconds: float = 0.0, *, disas
 
 
 def _interpreted(fn) -> bool:
-    return type(fn).__name__ == "InterpretedFunction"
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(fn, InterpretedFunction)
 
 
 # --- NVIDIA: cuobjdump for resources and SASS, PTX for accesses -------------------------------------
