@@ -5,7 +5,7 @@ source with ``inspect``, so it must live in a file) and imported once per proces
 source in the same mode is the same function object.
 
 Each kernel's mode is chosen by its device, not by the process: CPU tensors run under the Triton
-interpreter (``"interpreter"``: the module's ``@triton.jit`` functions made ``InterpretedFunction``\ s
+interpreter (``"interpreter"``: the module's ``@triton.jit`` functions made interpreted functions
 after import), any other device gets compiled functions (``"compiled"``), so CPU and GPU lowerings
 coexist in one process and a GPU kernel can be compiled after a CPU one ran. Nothing here writes
 ``os.environ``. Where the user set ``TRITON_INTERPRET=1`` themselves, Triton makes every function
