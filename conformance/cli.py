@@ -1,5 +1,5 @@
 """``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error (``prove``: 3 unknown;
-``verify``: 4 vacuous, the pass changed no graph)."""
+``verify``: 3 a fault of the harness, no verdict on the pass; 4 vacuous, the pass changed no graph)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ def _after_dashes(extra: list) -> list:
 VACUOUS_EXIT = 4  # like pytest's 5 for "no tests ran": nothing was verified
 
 
+HARNESS_FAULT_EXIT = 3  # verify: the harness failed (a bug of ours, or a worker that cannot start), no verdict
+
+
 def _verify(args) -> int:
-    from . import UsageError, verify
+    from . import HarnessError, UsageError, verify
     from ._console import ConsoleReporter
     from .adapters import parse_pass_args
 
@@ -50,11 +53,18 @@ def _verify(args) -> int:
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
+    except HarnessError as exc:
+        print(f"fx-conformance verify: harness fault: {first_line(exc)}", file=sys.stderr)
+        return HARNESS_FAULT_EXIT
     if result.violations:
         return 1
     if result.interrupted:
         return 130
     return VACUOUS_EXIT if result.vacuous and not args.allow_vacuous else 0
+
+
+def first_line(exc) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _freeze_heap() -> None:

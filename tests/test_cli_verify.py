@@ -168,6 +168,26 @@ def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys)
                  "--allow-vacuous"]) == 0
 
 
+@pytest.mark.parametrize("isolate", [(), ("--isolate",)], ids=["in-process", "isolated"])
+def test_a_fault_of_the_harness_exits_3_in_one_line(passes, tmp_path, capsys, monkeypatch, isolate):
+    """The oracle raising (a bug of ours, planted) is no verdict on the pass: exit 3, one line naming the
+    harness, not 1 and a violation; in a forked child as in this process."""
+    from conformance import oracle
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("planted fault in the oracle")
+
+    monkeypatch.setattr(oracle.Oracle, "output", broken)
+    r = _main(capsys, "verify", f"{passes}:plus_one", "--max-examples", "10", "--seed", "0", "--focus", "none",
+              "--repro-dir", tmp_path, *isolate)
+    assert r.returncode == 3, r.stdout + r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("fx-conformance verify: harness fault: the harness failed while "
+                                                   "checking example 1"), r.stderr
+    assert "RuntimeError: planted fault in the oracle" in lines[0] and "Traceback" not in r.stdout + r.stderr
+    assert "FAIL" not in r.stdout and not list(tmp_path.glob("*.py"))  # no verdict, no repro
+
+
 def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
     # the search in this process (the README's transcript runs the command); the repro in its own
     out = tmp_path / "out"

@@ -26,6 +26,7 @@ from .._errors import HarnessError, OriginalFailed, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
 from ..adapters import load_pass, reference_of
 from ..dynamic import DYNAMIC
+from ..invariants import first_line
 from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
@@ -51,6 +52,16 @@ class PropertyViolated(Exception):
 
 class _StopSearch(BaseException):
     """Ends the Hypothesis run at once (too many timeouts); not an Exception, so it is not shrunk."""
+
+
+class _HarnessFault(_StopSearch):
+    """The harness itself failed while checking an example (not the pass, not the graph): the run
+    ends at once, unshrunk, and ``verify`` raises ``HarnessError`` with this message."""
+
+
+def harness_fault(example: int, what: str) -> _HarnessFault:
+    return _HarnessFault(f"the harness failed while checking example {example} ({what}): a bug in "
+                         f"fx-conformance, not a verdict on the pass")
 
 
 _FAILURE_TYPES: dict = {}
@@ -464,8 +475,14 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     def run_one(case) -> Verdict:
+        example = len(found.runs) + 1
         if not isolate:
-            return checker.check(case.gm, case.example_inputs, case.symbolic)
+            try:
+                return checker.check(case.gm, case.example_inputs, case.symbolic)
+            except (OriginalFailed, UsageError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - check() catches the pass's own: this is ours
+                raise harness_fault(example, f"{type(exc).__name__}: {first_line(exc)}") from exc
         grace = None if checker.timeout is None else checker.timeout + 5.0
         try:
             if worker is not None:
@@ -474,6 +491,10 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         except ChildDied as exc:
             if exc.error_type == OriginalFailed.__name__:  # the graph did not run, in the child
                 raise OriginalFailed(exc.error) from None
+            if exc.error_type == UsageError.__name__:
+                raise UsageError(exc.error) from None
+            if exc.raised:  # check() returned no verdict and raised: the harness, in the child
+                raise harness_fault(example, f"in the isolated process: {exc.error_type}: {exc.error}") from None
             return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
                            graph_after="")
 
@@ -517,6 +538,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
     with generated_examples() as generated:
         try:
             search()
+        except _HarnessFault as exc:
+            raise HarnessError(str(exc)) from exc.__cause__
         except _StopSearch:
             pass
         except PropertyViolated as exc:
