@@ -101,6 +101,9 @@ class ConsoleReporter:
             d, p = result.dynamic, result.dynamic["proofs"]
             self._line(f"dynamic: {d['sizes_run']} runs at other sizes; z3 {p['proved']} proved, {p['refuted']} "
                        f"refuted, {p['unknown']} unknown ({d['prove_ms']:.0f} ms)")
+        if result.no_reference:
+            self._line(f"{result.no_reference} graphs had values judged by the dtype tolerances alone: "
+                       f"{'; '.join(result.no_reference_why) or 'the fp64 reference did not run'}")
         if result.unrunnable:
             self._line(f"{result.unrunnable} drawn graphs did not run as given on {result.options.get('device', 'cpu')} "
                        f"(not the pass's doing: each was replaced by another draw)")

@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass, field
 PROPERTIES = ("validity", "values", "mutations", "aliasing", "dynamic", "contracts", "idempotence", "determinism")
 DEFAULT_PROPERTIES = ("validity", "values", "mutations", "aliasing")
 EXECUTION = "execution"
+# How an example's pass failed to give a graph to judge (``Violation.kind`` of an execution
+# violation): it raised (or called sys.exit), hung (past the timeout: the pass, or a run of what it
+# returned), crashed its process (a signal, os._exit), or returned something that is not a graph. A
+# fault of the harness itself is none of these: ``HarnessError``, never a violation.
+EXECUTION_KINDS = ("raised", "hung", "crashed", "returned")
 # ``dynamic`` (conformance/dynamic.py) is checked on graphs over symbolic sizes only, and there by default.
 
 # Special-values policies (the oracle). strict: NaN/+-inf exactly where the original has them
@@ -44,6 +49,8 @@ class Violation:
     repro_path: str | None = None
     example: int | None = None  # which example (1-based) first showed it, before shrinking
     sizes: list = field(default_factory=list)  # dynamic: the symbol sizes it shows at ({"s0": 5, ...})
+    # execution: how the pass failed, one of EXECUTION_KINDS ("" for the other properties)
+    kind: str = ""
 
     @property
     def headline(self) -> str:
@@ -63,6 +70,9 @@ class Verdict:
     changed: int | None = None  # nodes the pass changed (conformance.changes); None: it returned no graph
     dead_code_only: bool = False  # all it changed was removing dead code
     dynamic: dict | None = None  # graphs over symbolic sizes: sizes run, prover verdicts and time
+    # why values that differed were judged by the dtype tolerances alone (the fp64 reference could not
+    # run); "" when it ran or no value needed it
+    no_reference: str = ""
 
     @property
     def ok(self) -> bool:
@@ -103,6 +113,10 @@ class VerifyResult:
     known: list = field(default_factory=list)  # violations verify(known=) accepted: one per distinct first line
     dynamic: dict | None = None  # dynamic=True: graphs, sizes run, prover verdicts and prove_ms, over the search
     unrunnable: int = 0  # drawn graphs that did not run as given on the device (no verdict: another was drawn)
+    # graphs whose differing values were judged without the fp64 reference (it could not run), and the
+    # first few reasons
+    no_reference: int = 0
+    no_reference_why: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

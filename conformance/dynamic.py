@@ -29,6 +29,8 @@ ranges start at 0), and a size where the original itself fails is skipped.
 
 from __future__ import annotations
 
+import contextlib
+
 import sympy
 import torch
 import torch.fx as fx
@@ -71,9 +73,10 @@ class DynamicCheck:
     """The ``dynamic`` property for one graph: the original's symbolic run, then ``judge(result)``."""
 
     def __init__(self, gm: fx.GraphModule, inputs: tuple, symbolic, sizes=(), *, specials: str = "strict",
-                 signed_zeros: bool = False):
+                 signed_zeros: bool = False, timed=contextlib.nullcontext):
         self.shapes = as_shapes(symbolic)
         self.specials, self.signed_zeros = specials, signed_zeros  # the checker's oracle options, at every size
+        self.timed = timed  # () -> the context each run of the pass's result is timed in (verify.timed)
         try:
             self.examples = self.shapes.example_sizes(inputs)
         except InvalidArgument as exc:
@@ -292,7 +295,7 @@ class DynamicCheck:
         where = f"at {sizes_text(sizes, self.examples)}"
         act_in = clone_inputs(inputs)
         try:
-            with graph_run(after):
+            with graph_run(after), self.timed():
                 actual = after(*act_in)
         except Exception as exc:  # noqa: BLE001
             return (f"{where}: running the result raised {type(exc).__name__}: {first_line(exc)}, but should run "

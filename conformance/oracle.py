@@ -182,6 +182,9 @@ class Oracle:
         self.gm, self.inputs = gm, tuple(inputs)
         self.specials, self.signed_zeros = specials, signed_zeros
         self._runs: dict = {}
+        # why the fp64 reference could not run, where a value needed it ("": it ran, or none needed it):
+        # those values were judged by the dtype tolerances alone, and the verdict says so
+        self.missing_reference = ""
         output = next((n for n in gm.graph.nodes if n.op == "output"), None)
         self._sources = pytree.tree_leaves(output.args[0]) if output is not None else []
 
@@ -191,8 +194,13 @@ class Oracle:
         from .adapters import clone_inputs
 
         if kind not in self._runs:
-            done = RERUNS[kind](self.gm, clone_inputs(self.inputs))
+            why = []
+            rerun = RERUNS[kind]
+            done = rerun(self.gm, clone_inputs(self.inputs), why=why) if rerun is reference_run \
+                else rerun(self.gm, clone_inputs(self.inputs))
             self._runs[kind] = None if done is None else (_leaves(done[0]), *done[1:])
+            if done is None and kind == "reference":
+                self.missing_reference = f"the fp64 reference did not run: {why[0] if why else 'no run'}"
         return self._runs[kind]
 
     def reference(self):
@@ -431,7 +439,7 @@ def upcast(tensors) -> tuple:
     return restorage(tensors, float_dtype=torch.float64)
 
 
-def reference_run(gm: fx.GraphModule, inputs: tuple):
+def reference_run(gm: fx.GraphModule, inputs: tuple, why: list | None = None):
     """Run ``gm`` with floating inputs and constants upcast to float64:
     (outputs, inputs after, ``{target: constant after}`` for its tensor constants, ``{node name:
     dtype}`` of every tensor it computed).
@@ -448,7 +456,7 @@ def reference_run(gm: fx.GraphModule, inputs: tuple):
         host_default = torch.get_default_dtype()
 
     with _default_dtype(torch.float64):
-        return _rerun(gm, inputs, AsDrawn, upcast_to=torch.float64)
+        return _rerun(gm, inputs, AsDrawn, upcast_to=torch.float64, why=why)
 
 
 @contextlib.contextmanager
@@ -676,9 +684,11 @@ def _strided_copies(values) -> tuple:
     return tuple(out)
 
 
-def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torch.dtype | None = None):
+def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torch.dtype | None = None,
+           why: list | None = None):
     """Run a snapshot of ``gm`` with ``interpreter`` on copies of ``inputs`` (floats as ``upcast_to``):
-    (outputs, inputs after, constants after, ``{node name: dtype}``), or None when it cannot run."""
+    (outputs, inputs after, constants after, ``{node name: dtype}``), or None when it cannot run (and
+    why, appended to ``why``)."""
     from .adapters import graph_run, restorage, snapshot  # a copy: the caller's constants stay as they are
 
     try:
@@ -702,7 +712,9 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
         with graph_run(ref):
             outputs = Recorder(ref).run(*ref_inputs)
         return outputs, ref_inputs, tensor_constants(ref), dtypes
-    except Exception:  # noqa: BLE001 - any failure only means "no such run available"
+    except Exception as exc:  # noqa: BLE001 - any failure only means "no such run available"
+        if why is not None:
+            why.append(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
         return None
 
 

@@ -118,15 +118,15 @@ class Checker:
         tensors = (*inputs, *gm.buffers(), *gm.parameters())
         if any(isinstance(t, torch.Tensor) and t.device.type != self.device for t in tensors):
             gm, inputs = to_device(gm, tuple(inputs), self.device)  # drawn elsewhere (graphs(device=) draws here)
-        dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes, specials=self.specials, signed_zeros=self.signed_zeros) \
-            if self.dynamic and DYNAMIC in self.properties else None
+        dyn = DynamicCheck(gm, tuple(inputs), symbolic, sizes, specials=self.specials, signed_zeros=self.signed_zeros,
+                           timed=lambda: timed(self.timeout)) if self.dynamic and DYNAMIC in self.properties else None
         run = _Run(self, gm, tuple(inputs), dyn)
         try:
-            with deadline(self.timeout):
-                run.go()
-        except ExampleTimeout:
-            run.violation(EXECUTION, f"time={self.timeout:g} s elapsed, but the pass (with the runs of the graph it "
-                                     f"returned) should finish within the timeout: it hangs or is far too slow")
+            run.go()
+        except ExampleTimeout:  # a timed run of the result the step did not catch itself (meta, other sizes)
+            run.violation(EXECUTION, f"time={self.timeout:g} s elapsed running the graph the pass returned, but it "
+                                     f"should run within the timeout: it hangs or is far too slow", kind="hung")
+        run.verdict.no_reference = run.oracle.missing_reference
         return run.verdict
 
 
@@ -138,8 +138,8 @@ class _Run:
         self.verdict = Verdict(checked=checker.checked)
         self.oracle = Oracle(gm, inputs, specials=checker.specials, signed_zeros=checker.signed_zeros)
 
-    def violation(self, prop: str, message: str) -> None:
-        self.verdict.violations.append(Violation(prop, message))
+    def violation(self, prop: str, message: str, kind: str = "") -> None:
+        self.verdict.violations.append(Violation(prop, message, kind=kind))
 
     def wants(self, prop: str) -> bool:
         return prop in self.c.properties
@@ -168,7 +168,12 @@ class _Run:
             return
         act_in = clone_inputs(self.inputs)
         try:
-            act_out, act_grad = _call(after, act_in)
+            with timed(self.c.timeout):
+                act_out, act_grad = _call(after, act_in)
+        except ExampleTimeout:
+            self.violation(EXECUTION, f"time={self.c.timeout:g} s elapsed running the graph the pass returned, but "
+                                      f"it should run within the timeout: it hangs or is far too slow", kind="hung")
+            return
         except Exception as exc:  # noqa: BLE001 - any failure of the result is the pass's
             self.violation("validity", _run_failure(after, self.inputs, exc))
             return
@@ -215,24 +220,27 @@ class _Run:
     # --- the pass ------------------------------------------------------------------------------
     def _apply(self, gm, inputs):
         try:
-            with graph_run():
+            with graph_run(), timed(self.c.timeout):
                 return self.c.pass_.apply(gm, clone_inputs(inputs))
         except PassReturnError as exc:
-            self.violation(EXECUTION, str(exc))
+            self.violation(EXECUTION, str(exc), kind="returned")
         except UsageError:
             raise
+        except ExampleTimeout:
+            self.violation(EXECUTION, f"time={self.c.timeout:g} s elapsed, but the pass should finish within the "
+                                      f"timeout: it hangs or is far too slow", kind="hung")
         except SystemExit as exc:
-            self.violation(EXECUTION, f"pass called sys.exit({exc.code!r}), but should return a graph")
+            self.violation(EXECUTION, f"pass called sys.exit({exc.code!r}), but should return a graph", kind="raised")
         except Exception as exc:  # noqa: BLE001 - the pass's own failure is a finding
             self.violation(EXECUTION, f"pass raised {type(exc).__name__}: {_first_line(exc)}, but should return "
-                                      f"a graph{_where(exc)}")
+                                      f"a graph{_where(exc)}", kind="raised")
         return None
 
     # --- properties ----------------------------------------------------------------------------
     def _meta(self, after):
         rec = Recorder(after)
         try:
-            with graph_run(after):
+            with graph_run(after), timed(self.c.timeout):
                 rec.run(*clone_inputs(self.inputs))
         except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
             self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
@@ -472,6 +480,27 @@ def _run_failure(after, inputs, exc) -> str:
             f"like the original{_node(after, rec.failed)}")
 
 
+# Set by the isolation layer in its child process (search/isolate.py, search/_spawn.py): called with
+# True where a timed phase (the pass, a run of the graph it returned) starts and False where it ends,
+# so the parent's kill timer counts the pass's time and gives the harness's own work (the original's
+# reruns, proofs) a budget of its own. None in a process that runs examples itself.
+PHASE_HOOK = None
+
+
+@contextmanager
+def timed(seconds: float | None):
+    """A phase of the pass's: ``deadline(seconds)``, announced to ``PHASE_HOOK``."""
+    hook = PHASE_HOOK
+    if hook is not None:
+        hook(True)
+    try:
+        with deadline(seconds):
+            yield
+    finally:
+        if hook is not None:
+            hook(False)
+
+
 @contextmanager
 def deadline(seconds: float | None):
     """Raise ExampleTimeout in the main thread after ``seconds`` (no limit elsewhere, or for None)."""
@@ -539,7 +568,7 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     return checker.check(gm, inputs, symbolic, tuple(sizes or ()))
 
 
-__all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "deadline", "resolve_properties"]
+__all__ = ["Checker", "ExampleTimeout", "alias_map", "can_time_out", "check", "deadline", "resolve_properties", "timed"]
 
 
 def _meta_key(message: str) -> tuple:

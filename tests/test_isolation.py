@@ -71,6 +71,7 @@ def test_a_pass_killed_by_sigfpe_is_reported_and_the_search_goes_on_in_a_new_wor
     assert result.ok and result.examples == 12  # the deaths were accepted as known: every example ran
     assert [v.property for v in result.known] == ["execution"]
     assert result.known[0].message.startswith("process killed by SIGFPE (signal 8), but the pass should return a graph")
+    assert result.known[0].kind == "crashed"
     calls = _calls(log)
     assert os.getpid() not in {pid for pid, _ in calls}
     assert any(crashed for _, crashed in calls) and not all(crashed for _, crashed in calls)
@@ -110,6 +111,46 @@ def test_a_hang_past_the_grace_time_kills_the_worker_and_a_new_one_takes_the_nex
         assert worker.started == 2
     finally:
         worker.close()
+
+
+def _slow_harness(gm):
+    """Changes nothing, but makes the oracle of the process it runs in take 1.5 s per output (as a slow
+    fp64 reference would): the harness's time, after the pass returned."""
+    from conformance import oracle
+
+    original = oracle.Oracle.output
+    if not getattr(original, "slow", False):
+        def slow(self, *args, **kwargs):
+            time.sleep(1.5)
+            return original(self, *args, **kwargs)
+
+        slow.slow = True
+        oracle.Oracle.output = slow
+    return gm
+
+
+def test_the_timeout_counts_the_pass_alone_not_the_harness(monkeypatch):
+    """A 0.2 s timeout, a 1 s grace, and an oracle that takes 1.5 s: no timeout, in this process, in a
+    forked child and in a worker; past the harness's own budget, the harness's fault (not a hang of
+    the pass)."""
+    from conformance import oracle
+    from conformance.search import isolate
+
+    monkeypatch.setattr(oracle.Oracle, "output", oracle.Oracle.output)  # restored after the in-process run
+    put = load_pass(_slow_harness)
+    checker = Checker(put, timeout=0.2)
+    gm, inputs = _graph(1)
+    worker = Worker(put, checker)
+    try:
+        assert worker.check(gm, inputs, grace=1.0).ok
+    finally:
+        worker.close()
+    assert isolate.run_forked(lambda: checker.check(gm, inputs), 1.0, phased=True).ok
+    assert checker.check(gm, inputs).ok
+    monkeypatch.setattr(isolate, "HARNESS_BUDGET_S", 0.5)
+    with pytest.raises(ChildDied) as died:
+        isolate.run_forked(lambda: checker.check(gm, inputs), 1.0, phased=True)
+    assert died.value.harness and not died.value.raised and "the harness's own work" in died.value.reason
 
 
 def _make_closure():

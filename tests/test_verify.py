@@ -7,6 +7,7 @@ flags everything (or the wrong thing) fails here.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -325,8 +326,11 @@ def test_execution_failures():
         raise KeyError("no rule for aten.add")
     v = check(raises, gm, (X, Y))
     assert _props(v) == {"execution"} and "KeyError" in v.violations[0].message and "test_verify.py" in v.violations[0].message
-    assert "returned str" in check(lambda gm: "done", gm, (X, Y)).violations[0].message  # an int is a count
-    assert "sys.exit" in check(lambda gm: exit(4), gm, (X, Y)).violations[0].message
+    assert v.violations[0].kind == "raised"
+    returned = check(lambda gm: "done", gm, (X, Y)).violations[0]
+    assert "returned str" in returned.message and returned.kind == "returned"  # an int is a count
+    exited = check(lambda gm: exit(4), gm, (X, Y)).violations[0]
+    assert "sys.exit" in exited.message and exited.kind == "raised"
 
     def sleeps(gm):
         try:
@@ -337,6 +341,7 @@ def test_execution_failures():
     t0 = time.monotonic()
     v = check(sleeps, gm, (X, Y), timeout=0.3)
     assert time.monotonic() - t0 < 5 and _props(v) == {"execution"} and "time=0.3 s" in v.violations[0].message
+    assert v.violations[0].kind == "hung"
 
 
 def test_contracts_functional_and_no_input_as_output():
@@ -632,3 +637,32 @@ def test_a_meta_val_neither_eager_nor_fake_propagation_derives_is_the_passs_faul
 
     verdict = check(wrong_strides, attach_meta(gm, clone_inputs(inputs)), inputs, device="cpu")
     assert [v.property for v in verdict.violations] == ["validity"], [v.message for v in verdict.violations]
+
+
+def _div_as_mul(gm):
+    """``x / 3`` -> ``x * (1 / 3)``: rounds differently in some elements, within tolerance."""
+    for n in gm.graph.nodes:
+        if n.target == aten.div.Tensor:
+            n.target, n.args = aten.mul.Tensor, (n.args[0], 1 / 3)
+    gm.recompile()
+    return gm
+
+
+def test_a_verdict_says_when_its_values_were_judged_without_the_fp64_reference(monkeypatch):
+    from conformance import adapters
+
+    gm = _graph(lambda g, x, y: [g.call_function(aten.div.Tensor, (g.call_function(aten.add.Tensor, (x, y)), 3.0))])
+    x, y = torch.linspace(-3, 3, 64), torch.linspace(1, 2, 64)
+    assert not torch.equal(_div_as_mul(copy.deepcopy(gm))(x, y)[0], gm(x, y)[0])  # so the reference is asked for
+    v = check(_div_as_mul, gm, (x, y), device="cpu")
+    assert v.ok and v.no_reference == ""
+    restorage = adapters.restorage
+
+    def no_float64(inputs, float_dtype=None):
+        if float_dtype == torch.float64:
+            raise RuntimeError("planted: no float64 here")
+        return restorage(inputs, float_dtype=float_dtype)
+
+    monkeypatch.setattr(adapters, "restorage", no_float64)
+    v = check(_div_as_mul, gm, (x, y), device="cpu")
+    assert v.ok and v.no_reference == "the fp64 reference did not run: RuntimeError: planted: no float64 here"

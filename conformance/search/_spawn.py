@@ -16,6 +16,8 @@ context; it loads the pass once (``_wire.pass_recipe``) and then judges the exam
   True)``, as a forked child reports it). ``retire``: the worker's CUDA context is lost (an illegal
   memory access or a device-side assert is sticky: every later kernel of the process fails), so it
   leaves after this answer and the next example gets a new worker.
+  While it checks, the worker also sends ``("phase", timed)`` where the pass's timed phases start
+  and end (``verify.PHASE_HOOK``), so the grace time counts the pass alone (``isolate.Phases``).
 - Death: no answer because the pipe closed (a signal, ``os._exit``, an abort in a kernel) or none
   within the grace time (a hang SIGALRM cannot interrupt, which is then killed) is a ``ChildDied``
   with the fork path's reasons (``isolate.death_reason``); the next request starts a new worker.
@@ -35,7 +37,8 @@ import torch
 
 from .._errors import HarnessError, UsageError
 from .._result import EXECUTION, Violation
-from .isolate import ChildDied, death_reason, in_forked_child, timeout_reason
+from .. import verify as _verify
+from .isolate import ChildDied, Phases, death_reason, in_forked_child
 from ._wire import dumps_case, load_recipe, loads_case, pass_recipe
 
 START_METHODS = ("forkserver", "spawn")
@@ -64,7 +67,7 @@ class Worker:
     # --- requests ------------------------------------------------------------------------------
     def check(self, gm, inputs, symbolic=None, grace: float | None = None):
         """``checker.check(gm, inputs, symbolic)`` in the worker: its Verdict, or ChildDied."""
-        return self._request(("check", dumps_case(gm, inputs, symbolic)), grace)
+        return self._request(("check", dumps_case(gm, inputs, symbolic)), grace, phased=True)
 
     def call(self, fn: str, args: tuple, timeout: float | None = None):
         """``fn(put, *args)`` in the worker (``fn`` a ``pkg.mod:name`` path, ``args`` plain data)."""
@@ -76,12 +79,19 @@ class Worker:
             self._finalizer()
         self._proc = self._conn = self._finalizer = None
 
-    def _request(self, message, timeout):
+    def _request(self, message, timeout, phased: bool = False):
+        """Send ``message``; its answer. ``phased``: a check, whose ``("phase", timed)`` messages
+        (``verify.PHASE_HOOK``) move the kill time as ``isolate.Phases`` says."""
         if self._proc is None:
             self._start()
+        phases = Phases(timeout, announced=phased)
         try:
             self._conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-            reply = pickle.loads(self._conn.recv_bytes()) if self._conn.poll(timeout) else None
+            while True:
+                reply = pickle.loads(self._conn.recv_bytes()) if self._conn.poll(phases.wait()) else None
+                if reply is None or reply[0] != "phase":
+                    break
+                phases.enter(reply[1])
         except (EOFError, OSError):  # the pipe closed: the worker is gone
             raise ChildDied(death_reason(self._reap())) from None
         except BaseException:  # Ctrl-C while it works: its answer would be read as the next one's
@@ -89,7 +99,7 @@ class Worker:
             raise
         if reply is None:  # a hang the worker's own SIGALRM did not end
             self._kill()
-            raise ChildDied(timeout_reason(timeout), timed_out=True)
+            raise phases.died()
         kind, value, retire = reply
         if retire:
             self._reap()
@@ -177,7 +187,11 @@ def _serve(conn, recipe: bytes, forked_from_server: bool) -> None:
         try:
             if message[0] == "check":
                 gm, inputs, symbolic = loads_case(message[1])
-                reply = ["ok", checker.check(gm, inputs, symbolic)]
+                _verify.PHASE_HOOK = lambda timed: conn.send_bytes(pickle.dumps(("phase", timed)))
+                try:
+                    reply = ["ok", checker.check(gm, inputs, symbolic)]
+                finally:
+                    _verify.PHASE_HOOK = None
             else:
                 module, name = message[1].split(":")
                 reply = ["ok", getattr(importlib.import_module(module), name)(put, *message[2])]
@@ -188,7 +202,7 @@ def _serve(conn, recipe: bytes, forked_from_server: bool) -> None:
             # a kernel of this example failed after its values were read: still this example's doing
             reply[1].violations.append(Violation(
                 EXECUTION, f"the CUDA context failed after the run ({lost}), but should stay usable (a kernel of the "
-                           f"pass's graph failed)"))
+                           f"pass's graph failed)", kind="crashed"))
         try:
             data = pickle.dumps((*reply, bool(lost)), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result: its text

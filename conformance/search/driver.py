@@ -365,6 +365,8 @@ def _fill(result: VerifyResult, found: _Found) -> None:
     result.examples, result.shrink_runs = found.examples, found.shrink_runs
     result.known = list(found.known.values())
     result.unrunnable = len(found.unrunnable)
+    missing = [r.no_reference for r in found.runs if r is not None and r.no_reference]
+    result.no_reference, result.no_reference_why = len(missing), list(dict.fromkeys(missing))[:3]
     result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
 
@@ -487,7 +489,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         try:
             if worker is not None:
                 return worker.check(case.gm, case.example_inputs, case.symbolic, grace)
-            return run_forked(lambda: checker.check(case.gm, case.example_inputs, case.symbolic), grace)
+            return run_forked(lambda: checker.check(case.gm, case.example_inputs, case.symbolic), grace, phased=True)
         except ChildDied as exc:
             if exc.error_type == OriginalFailed.__name__:  # the graph did not run, in the child
                 raise OriginalFailed(exc.error) from None
@@ -495,8 +497,10 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                 raise UsageError(exc.error) from None
             if exc.raised:  # check() returned no verdict and raised: the harness, in the child
                 raise harness_fault(example, f"in the isolated process: {exc.error_type}: {exc.error}") from None
-            return Verdict(checked=checker.checked, violations=[Violation(EXECUTION, exc.reason)],
-                           graph_after="")
+            if exc.harness:  # the harness's own work overran its budget in the child
+                raise harness_fault(example, exc.reason) from None
+            return Verdict(checked=checker.checked, graph_after="",
+                           violations=[Violation(EXECUTION, exc.reason, kind="hung" if exc.timed_out else "crashed")])
 
     @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck),
@@ -510,9 +514,10 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         except OriginalFailed as exc:  # the graph, not the pass: another graph is drawn
             found.unrunnable.append(str(exc))
             reject()
-        timed_out = any(v.property == EXECUTION and "time=" in v.message for v in verdict.violations)
+        timed_out = any(v.property == EXECUTION and v.kind == "hung" for v in verdict.violations)
         executed = not any(v.property == EXECUTION for v in verdict.violations)
-        found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else ()))
+        found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else (),
+                              verdict.no_reference))
         steer(verdict)
         if verdict.dynamic:
             found.add_dynamic(verdict.dynamic)

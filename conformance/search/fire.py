@@ -32,11 +32,13 @@ _BODY_STATUSES = ("valid", "interesting")
 
 class Run(NamedTuple):
     """One graph the pass ran on: nodes changed (None: it returned no graph), whether that was only
-    dead-code removal, and the properties checked (empty when the pass failed to execute)."""
+    dead-code removal, the properties checked (empty when the pass failed to execute), and why the
+    fp64 reference did not run where a value needed it ("": it ran, or none did)."""
 
     changed: int | None
     dead_code_only: bool
     checked: tuple
+    no_reference: str = ""
 
 
 def steer(verdict) -> None:

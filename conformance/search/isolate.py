@@ -31,10 +31,11 @@ from .._errors import UsageError
 class ChildDied(Exception):
     """The child did not return a result: ``reason`` says how it ended (signal, exit code, timeout)."""
 
-    def __init__(self, reason: str, timed_out: bool = False, raised: bool = False):
+    def __init__(self, reason: str, timed_out: bool = False, raised: bool = False, harness: bool = False):
         super().__init__(reason)
         self.reason, self.timed_out = reason, timed_out
         self.raised = raised  # the child raised a Python exception (and reported it) rather than dying
+        self.harness = harness  # it overran the harness's budget outside the pass's timed phases: ours
 
     @classmethod
     def from_report(cls, report: str) -> "ChildDied":
@@ -90,9 +91,45 @@ def death_reason(exit_code: int) -> str:
             f"return a graph (os._exit or a crash in native code)")
 
 
+_TIMED, _UNTIMED = b"T", b"U"
+
+
 def timeout_reason(timeout: float) -> str:
     return (f"time={timeout:g} s elapsed, but the pass should finish within the timeout "
             f"(killed the isolated process)")
+
+
+# What the harness's own work in a child may take between the pass's timed phases (the original's
+# eager, fp64 and scalar-path runs, proofs, sizes of the dynamic property); past it the child is
+# killed and the example is a fault of the harness, never the pass's timeout.
+HARNESS_BUDGET_S = 300.0
+
+
+class Phases:
+    """The parent's side of ``verify.PHASE_HOOK``: the kill time of a child, from the phase it is in.
+
+    A timed phase (the pass, a run of what it returned) gets ``grace`` from its start; the rest of
+    the check ``HARNESS_BUDGET_S`` from its own start (or ``grace``, where no phase was ever announced:
+    a request that is the pass's throughout)."""
+
+    def __init__(self, grace: float | None, announced: bool):
+        self.grace, self.timed = grace, not announced
+        self.end = None if grace is None else time.monotonic() + (grace if not announced else HARNESS_BUDGET_S)
+
+    def enter(self, timed: bool) -> None:
+        self.timed = timed
+        if self.grace is not None:
+            self.end = time.monotonic() + (self.grace if timed else HARNESS_BUDGET_S)
+
+    def wait(self) -> float | None:
+        return None if self.end is None else max(0.0, self.end - time.monotonic())
+
+    def died(self) -> ChildDied:
+        """The ChildDied of a child killed at ``end``."""
+        if self.timed:
+            return ChildDied(timeout_reason(self.grace), timed_out=True)
+        return ChildDied(f"the harness's own work in the isolated process took more than {HARNESS_BUDGET_S:g} s "
+                         f"(the pass had returned; killed the process)", timed_out=True, harness=True)
 
 
 def in_forked_child() -> None:
@@ -109,8 +146,9 @@ def in_forked_child() -> None:
     torch.set_num_threads(1)
 
 
-def run_forked(fn, timeout: float | None):
-    """``fn()`` in a forked child; its return value (picklable) or ChildDied."""
+def run_forked(fn, timeout: float | None, phased: bool = False):
+    """``fn()`` in a forked child; its return value (picklable) or ChildDied. ``phased``: ``fn`` is a
+    check that announces the pass's phases (``verify.timed``), and ``timeout`` bounds those alone."""
     if not can_isolate():
         raise UsageError("isolation needs os.fork (Linux); run without --isolate on this platform")
     sys.stdout.flush()
@@ -118,8 +156,12 @@ def run_forked(fn, timeout: float | None):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never return into the caller's stack
+        from .. import verify as _verify
+
         in_forked_child()
         os.close(read_fd)
+        # b"T"/b"U" at each phase change, before the pickled result (which starts with b"\x80")
+        _verify.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
         code = 0
         try:
             payload = pickle.dumps(("ok", fn()))
@@ -134,23 +176,28 @@ def run_forked(fn, timeout: float | None):
             code = 70
         os._exit(code)
     os.close(write_fd)
-    chunks, end = [], None if timeout is None else time.monotonic() + timeout
-    timed_out = False
+    chunks, phases = [], Phases(timeout, announced=phased)
+    killed = False
     with os.fdopen(read_fd, "rb") as pipe:
         while True:
-            wait = None if end is None else max(0.0, end - time.monotonic())
-            ready, _, _ = select.select([pipe], [], [], wait)
+            ready, _, _ = select.select([pipe], [], [], phases.wait())
             if not ready:
-                timed_out = True
+                killed = True
                 os.kill(pid, signal.SIGKILL)
                 break
             chunk = os.read(pipe.fileno(), 1 << 20)
             if not chunk:
                 break
-            chunks.append(chunk)
+            if not chunks:  # still in the phase markers
+                rest = chunk.lstrip(_TIMED + _UNTIMED)
+                for marker in chunk[:len(chunk) - len(rest)]:
+                    phases.enter(marker == _TIMED[0])
+                chunk = rest
+            if chunk:
+                chunks.append(chunk)
     _, status = os.waitpid(pid, 0)
-    if timed_out:
-        raise ChildDied(timeout_reason(timeout), timed_out=True)
+    if killed:
+        raise phases.died()
     data = b"".join(chunks)
     if data:
         kind, value = pickle.loads(data)
