@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import inspect
 import random
 import re
 import time
@@ -206,7 +207,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             Floating, functional "aten" graphs; focus and seed graphs do not apply.
         known: ``fn(violation) -> bool``, violations already known (a finding being fixed upstream, a
             documented limit): each is recorded once in ``result.known`` and the search goes on, so
-            they do not hide the ones not known; ``ok`` is about the others only.
+            they do not hide the ones not known; ``ok`` is about the others only. ``fn(violation,
+            example)`` also gets the example the violation was met on (``.gm``, ``.example_inputs``),
+            for a test that replays it: match the bug, not its symptom.
         seed_graphs: example programs the pass exists for, embedded (with fresh values, in drawn
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
@@ -528,7 +531,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             v.graph_after = verdict.graph_after
             v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
         if known is not None:  # accepted: recorded, and the search goes on
-            accepted = [known(v) for v in verdict.violations]
+            accepted = [known(v, case) if _takes_example(known) else known(v) for v in verdict.violations]
             found.add_known([v for v, ok in zip(verdict.violations, accepted) if ok])
             verdict.violations = [v for v, ok in zip(verdict.violations, accepted) if not ok]
         new = found.add(verdict, case, _size(case))
@@ -558,6 +561,16 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         finally:
             found.settle(generated)
     return found
+
+
+def _takes_example(known) -> bool:
+    """Whether a ``known=`` predicate takes the example too (two positional parameters)."""
+    try:
+        params = inspect.signature(known).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 2 or \
+        any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def _leaves(group):

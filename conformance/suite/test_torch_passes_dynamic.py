@@ -175,7 +175,8 @@ DYNAMIC_FINDINGS = {
 def _known(name: str):
     static = known_for(name)
     dynamic = [f for f in DYNAMIC_FINDINGS.values() if name in f.passes]
-    return lambda v: (static is not None and static(v)) or any(f.matches(v) for f in dynamic)
+    return lambda v, example=None: (static is not None and static(v, example)) or any(
+        f.matches(v, example) for f in dynamic)
 
 
 def _budget():
