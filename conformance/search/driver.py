@@ -268,7 +268,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
 
     def search(focus):
         run = functools.partial(_run, checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter,
-                                stream, known=known, worker=worker)
+                                stream, known=known, worker=worker,
+                                searched=functools.partial(searched_text, focus_info if focus is not None else None))
         found, crashed = run(result.isolated)
         if crashed and not result.isolated:
             reporter.note(f"the pass crashed the interpreter ({crashed}); running again with every example isolated")
@@ -308,8 +309,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
 
 
 def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter, stream, isolate, known=None,
-         worker=None):
-    """One search (or ``workers`` merged searches): ``(found, crash description or None)``."""
+         worker=None, searched=None):
+    """One search (or ``workers`` merged searches): ``(found, crash description or None)``.
+    ``searched(seed)``: how a search with that seed draws, for the repro scripts."""
 
     def search(i, budget, make_events):
         found = _Found()
@@ -317,7 +319,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
             _search(checker, put, opts, focus, seed + i, budget, isolate, make_events(found), found, known, worker)
         except KeyboardInterrupt:
             found.interrupted = True
-        _write_repros(found, put, opts, repro_dir)
+        _write_repros(found, put, opts, repro_dir, searched(seed + i) if searched else "")
         return found
 
     # No forked driver where fork is unsafe (CUDA initialised) or the examples run on CUDA: the search
@@ -594,7 +596,24 @@ def _record_final(found: _Found, exc: PropertyViolated) -> None:
         found.best[v.property] = (_size(exc.case), v, exc.case)
 
 
-def _write_repros(found: _Found, put, opts, repro_dir) -> None:
+def searched_text(focus_info: dict | None, seed: int) -> str:
+    """``with seed 3 over aten graphs, focused on aten.add, aten.mul (edges aten.mm -> aten.add)``: what
+    a search drew, as its repro scripts say (the JSON report holds the whole focus)."""
+    text = f"with seed {seed}"
+    if not focus_info or focus_info.get("mode") == "none":
+        return text + ", unfocused"
+    ops = [o["op"] for o in focus_info.get("ops", ())]
+    edges = [f"{e['producer']} -> {e['consumer']}" for e in focus_info.get("edges", ())]
+    shown = ", ".join(ops[:12]) + (f" and {len(ops) - 12} more" if len(ops) > 12 else "")
+    text += f", focused ({focus_info.get('mode')}) on {shown or 'no op'}"
+    if edges:
+        text += f" (edges {', '.join(edges[:6])}{' ...' if len(edges) > 6 else ''})"
+    if focus_info.get("probes_cut"):
+        text += "; discovery's probes were cut"
+    return text
+
+
+def _write_repros(found: _Found, put, opts, repro_dir, searched: str = "") -> None:
     if not repro_dir:
         return
     call_opts = {k: opts[k] for k in ("properties", "ensure", "preserve", "signature", "settings_factory", "device",
@@ -610,7 +629,8 @@ def _write_repros(found: _Found, put, opts, repro_dir) -> None:
                 options = {**call_opts, "symbolic": case.symbolic.dims, "sizes": v.sizes}
             try:
                 written[key] = str(write_repro(repro_dir, gm=case.gm, example_inputs=case.example_inputs,
-                                               target=put.reference, violation=v, options=options))
+                                               target=put.reference, violation=v, options=options,
+                                               searched=searched))
             except Exception as exc:  # noqa: BLE001 - a repro that cannot be written must not lose the finding
                 v.message += f"\n  (repro script not written: {type(exc).__name__}: {exc})"
                 continue

@@ -61,10 +61,15 @@ _PAYOFF_EXAMPLES = 24
 _EDGE_EXAMPLES = 8  # graphs drawn per candidate edge to confirm it
 _MAX_EDGE_OPS = 4  # pairs of the first this many code-named ops are candidate edges (16 at most)
 WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
-# Probing runs the pass some 250 times: a pass that takes 0.2 s per graph would keep the user
-# waiting for almost a minute before the first example. Probing stops after this long (the static
-# findings stand, and the report says the probes were cut).
-PROBE_BUDGET_S = 10.0
+# Probing runs the pass 410-500 times (measured on Inductor's and torch.fx's passes). It stops after
+# this many runs of the pass, a count and not a time, so that a seed draws the same graphs on a
+# loaded machine as on an idle one (the static findings stand, and the report says the probes were
+# cut); a pass that takes 0.2 s per graph keeps the user waiting a minute or two once, then the cache
+# answers.
+PROBE_BUDGET = 1000
+# A forked prober that has not answered after this long (a hang in native code the per-probe timeout
+# cannot end) is killed, as a pass crashing on a probe is: the search meets it itself.
+PROBE_LIMIT_S = 900.0
 _ATEN_STRING = re.compile(r"\baten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -84,7 +89,7 @@ class Triggers:
     constants: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     cached: bool = False
-    probes_cut: bool = False  # probing stopped at PROBE_BUDGET_S (a slow pass)
+    probes_cut: bool = False  # probing stopped at PROBE_BUDGET runs of the pass
     share: float = Focus.share  # of graphs focused: WEAK_SHARE when plain graphs did better
     payoff: tuple = ()  # (plain, focused, n): of n graphs each, how many the pass changed
     edges: list = dataclasses.field(default_factory=list)  # (producer, consumer, how): chained in focus
@@ -405,7 +410,7 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
     cached = _load(key)
     if cached is not None:
         return cached
-    limit = None if timeout is None else 60 + PROBE_BUDGET_S + 2 * timeout
+    limit = None if timeout is None else PROBE_LIMIT_S + 2 * timeout
     with _discovering(key, limit):
         cached = _load(key)  # another process discovered it while this one waited
         if cached is not None:
@@ -503,16 +508,25 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     """``(found, edges, acting, cut, payoff)``: ``found`` with the ops whose one-op graphs (and short
     chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs it changes;
     ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits); ``cut``
-    when PROBE_BUDGET_S ran out first; ``payoff``: how many plain and how many focused graphs the
-    pass changed (empty when there is no focus or no time was left)."""
-    stop = time.monotonic() + PROBE_BUDGET_S
+    when PROBE_BUDGET runs of the pass were spent first; ``payoff``: how many plain and how many
+    focused graphs the pass changed (empty when there is no focus or the budget was spent)."""
+    runs = [0]
+
+    def out_of_runs() -> bool:
+        return runs[0] >= PROBE_BUDGET
+
+    def acts(case) -> bool:
+        if out_of_runs():
+            return False  # never run: the caller's next check reports the cut
+        runs[0] += 1
+        return _acts(put, case, timeout)
     code_named = [name for name, how in found.items() if how == "code"]
     alone = set()  # rows whose one-op graphs the pass changes: an edge through one of them adds nothing
     named = {r for name in code_named for r in rows_named(name)}
     for row, row_cases in cases:
-        if time.monotonic() > stop:
+        if out_of_runs():
             return found, edges, _names(alone), True, ()
-        if (row.name not in found or row in named) and any(_acts(put, c, timeout) for c in row_cases):
+        if (row.name not in found or row in named) and any(acts(c) for c in row_cases):
             found.setdefault(row.name, "probe")
             alone.add(row)
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
@@ -521,9 +535,9 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False, random=True)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
-            if time.monotonic() > stop:
+            if out_of_runs():
                 return found, edges, _names(alone), True, ()
-            if _acts(put, case, timeout):
+            if acts(case):
                 acted_alone = any(node.op == "call_function" and set(rows_named(node.target)) & alone
                                   for node in case.gm.graph.nodes)  # then no edge of it need be why
                 for node in case.gm.graph.nodes:
@@ -537,9 +551,9 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     for edge in candidates:
         if edge in edges or not all(rows_named(n) for n in edge) or not _adds_to(edge, alone):
             continue
-        if time.monotonic() > stop:
+        if out_of_runs():
             return found, edges, _names(alone), True, ()
-        if any(_acts(put, case, timeout) for case in _edge_cases(edge, mutations)):
+        if any(acts(case) for case in _edge_cases(edge, mutations)):
             edges[edge] = "probe"
     focus = Triggers(ops=list(found.items()), constants=list(constants),
                      edges=[(p, c, h) for (p, c), h in edges.items()], acting=_names(alone)).focus()
@@ -552,9 +566,9 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     for sample in (plain_cases(mutations), focused):
         n = 0
         for case in sample:
-            if time.monotonic() > stop:
+            if out_of_runs():
                 return found, edges, _names(alone), True, ()
-            n += _acts(put, case, timeout)
+            n += acts(case)
         counts.append(n)
     return found, edges, _names(alone), False, (*counts, _PAYOFF_EXAMPLES)
 
@@ -610,31 +624,65 @@ def _calls(gm) -> int:
 _MEMORY: dict = {}
 
 
+def _contents(files) -> str:
+    """A hash of the files' names and contents (not their times: a checkout or a copy keeps the key)."""
+    digest = hashlib.sha1()
+    for f in files:
+        try:
+            digest.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
+        except OSError:
+            digest.update(f"{f.name}\0missing\0".encode())
+    return digest.hexdigest()[:16]
+
+
 def _generator_fingerprint() -> str:
     """The catalog's rows, the strategies package's files (what the probe graphs depend on) and
-    this file (what discovery does)."""
-    files = [*sorted(pathlib.Path(strategies.__file__).parent.glob("*.py")), pathlib.Path(__file__)]
-    stamps = [f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files]
-    return hashlib.sha1("|".join([row.name for row in OPS] + stamps).encode()).hexdigest()[:12]
+    this file (what discovery does), by content."""
+    files = [*sorted(pathlib.Path(strategies.__file__).parent.rglob("*.py")), pathlib.Path(__file__)]
+    return hashlib.sha1(("|".join(row.name for row in OPS) + _contents(files)).encode()).hexdigest()[:12]
 
 
-def _cache_key(put, mutations) -> str | None:
-    """A key that changes when the pass's source file, the generator (its catalog and code),
-    Hypothesis (which draws the probes) or torch changes; None when the pass has no stable identity
-    (a lambda)."""
-    ref = getattr(put, "reference", None)
-    if not ref:
-        return None
+def _pass_sources(put) -> str:
+    """The pass's code by content: its source file and the other modules of its package (the helpers it
+    calls); a pass inside torch by its file's place in torch (torch's version is part of every key)."""
     try:
         obj = put.fn
         if not isinstance(obj, (types.FunctionType, types.MethodType, type)):
             obj = getattr(obj, "func", None) or type(obj)
-        source = inspect.getsourcefile(obj) or ""
-        stat = os.stat(source)
-        stamp = f"{source}:{stat.st_mtime_ns}:{stat.st_size}"
+        source = pathlib.Path(inspect.getsourcefile(obj) or "")
     except (TypeError, OSError):
-        stamp = "nosource"
-    text = f"{ref}|{stamp}|{_generator_fingerprint()}|{hypothesis.__version__}|{torch.__version__}|{mutations}"
+        return "nosource"
+    if not source.is_file():
+        return "nosource"
+    torch_dir = pathlib.Path(torch.__file__).parent
+    if torch_dir in source.parents:
+        return f"torch:{source.relative_to(torch_dir)}"
+    package = source.parent if (source.parent / "__init__.py").is_file() else None
+    files = sorted(package.rglob("*.py")) if package is not None else [source]
+    return f"{source.name}:{_contents(files if len(files) <= 200 else [source])}"
+
+
+def _named(obj) -> str:
+    """A stable name of a context or settings factory (its import path where it has one)."""
+    if obj is None:
+        return ""
+    if isinstance(obj, str):
+        return obj
+    return f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+def _cache_key(put, mutations) -> str | None:
+    """A key that changes when the pass's code (its file and its package's, by content), the options
+    it is called with (``--pass-arg``, ``--context``, a settings factory, the calling form), the
+    generator (its catalog and code), Hypothesis (which draws the probes) or torch changes; None when
+    the pass has no stable identity (a lambda)."""
+    ref = getattr(put, "reference", None)
+    if not ref:
+        return None
+    options = repr((put.form, sorted((k, repr(v)) for k, v in (put.kwargs or {}).items()), _named(put.context),
+                    _named(put.settings_factory)))
+    text = (f"{ref}|{_pass_sources(put)}|{options}|{_generator_fingerprint()}|{hypothesis.__version__}|"
+            f"{torch.__version__}|{mutations}")
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
 
