@@ -351,3 +351,16 @@ def test_cpu_and_gpu_lowerings_each_run_in_their_own_mode_in_one_process():
     assert figures.instructions > 0 and figures.registers > 0
     torch.testing.assert_close(cpu(x, y)[0], gm(x, y)[0])
     assert "TRITON_INTERPRET" not in os.environ
+
+
+def test_hypot_is_exact_where_the_sum_of_squares_is():
+    """hypot(6, 1) is float64(sqrt(37)), as eager's std::hypot gives: trunc(hypot(6, 1) / sqrt(37)) is
+    1 (the scaled form was an ulp low, and the trunc gave 0: make conformance, seed 1771752921)."""
+    import math
+
+    gm = build(3, lambda g, c, a, b, d: [g.call_function(aten.div.Tensor_mode, (c(aten.hypot.default, a, b), d),
+                                                         {"rounding_mode": "trunc"})])
+    for dtype in (torch.float64, torch.float32):
+        a, b = torch.tensor([6.0, 3.0, 5.0], dtype=dtype), torch.tensor([1.0, 4.0, 12.0], dtype=dtype)
+        d = torch.tensor([math.sqrt(37), 5.0, 13.0], dtype=dtype)
+        assert lower_pointwise(gm, (a, b, d))(a, b, d)[0].tolist() == [1.0, 1.0, 1.0], dtype

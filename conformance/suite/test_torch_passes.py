@@ -553,8 +553,14 @@ FINDINGS = {
         "the same pattern's arange * v comes out as an expand (stride 0 on the broadcast dims) where the cumsum "
         "was contiguous, and the nodes reading it keep their meta['val']: add(cumsum, x) of a transposed x now "
         "follows x's layout (strides (1, 3)) while its meta says (4, 1) (found by make test once the row "
-        "drew cumsum seeds; post_grad_passes as a whole re-derives the meta)",
-        before=r"(\w+) = torch\.ops\.aten\.full\.default\((?s:.*)aten\.cumsum\.default\(\1\b"),
+        "drew cumsum seeds; post_grad_passes as a whole re-derives the meta); a view of a reader that "
+        "relied on its contiguity then raises when the graph runs ('view size is not compatible', make "
+        "conformance, seed 2020945239: view(tanh(add(cumsum, x.t())), [12]))",
+        before=r"(\w+) = torch\.ops\.aten\.full\.default\((?s:.*)aten\.cumsum\.default\(\1\b",
+        also=(("validity", r"running the transformed graph raised RuntimeError: view size is not compatible with "
+                           r"input tensor's size and stride",
+               r"(\w+) = torch\.ops\.aten\.full\.default\((?s:.*)aten\.cumsum\.default\(\1\b",
+               lambda violation: "aten.expand.default(" in (violation.graph_after or "")),)),
     "pointless-convert-drops-a-narrowing-cast": Finding(
         ("joint_graph.joint_graph_passes",), "values", r"differ",
         lambda x: (prims.convert_element_type.default(prims.convert_element_type.default(x, torch.bfloat16),
@@ -1043,3 +1049,22 @@ def test_a_finding_met_another_way_is_matched_only_with_its_graph():
                after="mul_tensor = torch.ops.aten.mul_.Tensor(slice_scatter_default, rsqrt_default)" + expand)
     assert not met("reinplace-keeps-the-out-of-place-meta", "validity", stale,
                    after="mul_tensor = torch.ops.aten.mul_.Tensor(rsqrt_default, slice_scatter_default)" + expand)
+
+
+def _view_of_a_cumsum_reader(x):
+    return (aten.view.default(aten.tanh.default(aten.add.Tensor(torch.cumsum(torch.full([3, 4], 2.0), 1), x)), [12]),)
+
+
+def test_a_cumsum_readers_layout_met_as_a_view_that_raises_is_the_finding():
+    """make conformance (seed 2020945239) met pointless_cumsum's layout change as a later view that raises
+    when the graph runs: it matches the finding; the same raise from a graph without the cumsum of a full
+    does not."""
+    row, inputs = PASSES["post_grad.pass_patterns[1]"], (torch.randn(4, 3).t(),)
+    gm, inputs = to_ir(make_fx(_view_of_a_cumsum_reader)(*inputs), inputs, row.ir)
+    raised = [v for v in check_row("post_grad.pass_patterns[1]", gm, inputs).violations
+              if "view size is not compatible" in v.message]
+    assert raised, "the pass no longer shows it"
+    finding = FINDINGS["pointless-cumsum-leaves-its-readers-meta"]
+    assert finding.matches(raised[0])
+    raised[0].graph_before = raised[0].graph_before.replace("aten.cumsum.default", "aten.cummax.default")
+    assert not finding.matches(raised[0])

@@ -181,7 +181,12 @@ def asin_{S}(x):
 
 
 def _hypot(dtype):
+    # sqrt(a*a + b*b) where the squares neither overflow nor lose bits to underflow: about 1 ulp, and
+    # exact where the sum of squares is (hypot(6, 1) is float64(sqrt(37)), as eager's std::hypot gives:
+    # mx * sqrt(1 + q*q) was an ulp low there, and trunc(hypot(6, 1) / sqrt(37)) gave 0 for 1: make
+    # conformance, seed 1771752921); the scaled form outside that range
     c = lambda v: _c(dtype, v)  # noqa: E731
+    lo, hi = (1e-150, 1e150) if dtype == torch.float64 else (1e-18, 1e18)
     return f"""
 @triton.jit
 def hypot_{{S}}(a, b):
@@ -191,6 +196,7 @@ def hypot_{{S}}(a, b):
     mn = tl.where(aa > ab, ab, aa)
     q = mn / mx
     r = mx * tl.sqrt(1 + q * q)
+    r = tl.where((mx > {c(lo)}) & (mx < {c(hi)}), tl.sqrt(aa * aa + ab * ab), r)
     r = tl.where(mx == 0, {c(0.0)}, r)
     r = tl.where((a != a) | (b != b), a + b, r)
     return tl.where((aa == {c(float("inf"))}) | (ab == {c(float("inf"))}), {c(float("inf"))}, r)
