@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from strategies import graph_symbolic_shapes
 
-from .test_torch_passes import check_row, finding_params, known_for, verify_row
+from .test_torch_passes import _test, check_row, finding_params, known_for, verify_row
 
 pytestmark = pytest.mark.conformance
 
@@ -49,9 +50,11 @@ class DynamicFinding:
     # where the message alone is any bug's, a test of the violation: the structure the finding is about
     shape: Callable | None = None
 
-    def matches(self, violation) -> bool:
+    def matches(self, violation, example=None) -> bool:
+        """As ``Finding.matches``: ``example`` is what the violation was met on, for a ``shape`` that
+        takes it."""
         return (violation.property == self.property and re.search(self.message, violation.message) is not None
-                and (self.shape is None or self.shape(violation)))
+                and (self.shape is None or _test(self.shape, violation, example)))
 
     def graph(self):
         return _traced(self.program, self.inputs())
@@ -221,7 +224,6 @@ def test_torch_pass_keeps_symbolic_graphs_symbolic(name):
 def test_a_vacuous_first_seed_is_retried_at_another_seed():
     """The retry draws other graphs: four times the budget at the next seed, not the same seed again,
     and the seed after where that was vacuous too; a pass that fired is not run again."""
-    from types import SimpleNamespace
 
     def verify_counting(changes):
         calls = []
@@ -307,3 +309,14 @@ def test_a_fold_that_uses_a_computed_size_before_it_is_defined_is_the_same_findi
     lint[0].graph_before = lint[0].graph_before.replace("mul_1 = sym_size_int * 2", "mul_1 = torch.ops.aten.neg(x)")
     lint[0].graph_after = lint[0].graph_after.replace("mul_1 = sym_size_int * 2", "mul_1 = torch.ops.aten.neg(x)")
     assert not finding.matches(lint[0])
+
+
+@pytest.mark.parametrize("name", sorted({p for f in DYNAMIC_FINDINGS.values() for p in f.passes}))
+def test_a_rows_known_predicate_takes_the_example(name):
+    """The search calls ``known(violation, example)``: every dynamic row's predicate takes both (one that
+    did not raised TypeError on the first violation a row met, in make test)."""
+    from conformance._result import Violation
+
+    gm, inputs, _ = next(iter(DYNAMIC_FINDINGS.values())).graph()
+    assert _known(name)(Violation("dynamic", "no finding says this"), SimpleNamespace(gm=gm, example_inputs=inputs)) \
+        is False
