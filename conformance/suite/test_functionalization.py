@@ -130,12 +130,13 @@ DIVERGENCES = {
         "remove='mutations_and_views' turns views into *_copy ops: an output that is a view of an input in "
         "eager is a separate tensor (a caller writing into it no longer updates the input)"),
     "a-written-input-returned-twice-is-a-copy": (
-        _aliasing_message(r"output\[\d+\] aliases output\[\d+\](, output\[\d+\])*, but should alias input\[\d+\] "
-                          r"too \(as the original's does\)"),
+        _aliasing_message(r"output\[\d+\] aliases output\[\d+\](, output\[\d+\])*, but should alias input\[\d+\]"
+                          r"(, output\[\d+\])* too \(as the original's does\)"),
         lambda: (_graph(1, lambda g, c, x: [c(aten.neg_.default, x), x]), (torch.randn(3),)),
         "an input written in place and returned twice (the in-place op's result and the input) comes back as "
         "one new tensor, not the input: the two outputs alias each other only (found by make conformance, "
-        "through scatter_add_)"),
+        "through scatter_add_; through a view of the input written in place and returned with the input "
+        "itself, the outputs that should alias it name the input too: seed 921218855)"),
     "a-written-empty-input-returned-is-a-new-object": (
         _aliasing_message(r"output\[\d+\] is a new tensor object \(empty\) but should be input\[\d+\] itself "
                           r"\(the original returns the input object\)"),
@@ -227,6 +228,16 @@ def test_each_divergence_row_matches_its_own_graph():
         gm, inputs = make()
         violations = check(torch_functionalize, gm, inputs).violations
         assert any(matches(v) for v in violations), f"{name}: {[v.message for v in violations]}"
+
+
+def test_a_written_view_returned_with_its_input_is_the_known_copy():
+    """make conformance (seed 921218855): sub_ through view(x, [-1]), returned with the view and x itself:
+    the copies alias each other only, and what they should alias lists the input and an output."""
+    gm = _graph(1, lambda g, c, x: [(v := c(aten.view.default, x, [-1])) and c(aten.sub_.Tensor, v, 2), v, x])
+    violations = check(torch_functionalize, gm, (torch.randn(3),)).violations
+    assert violations and all(any(m(v) for m, _, _ in DIVERGENCES.values()) for v in violations), violations
+    matches = DIVERGENCES["a-written-input-returned-twice-is-a-copy"][0]
+    assert any(matches(v) for v in violations)
 
 
 def test_torch_functionalize_differs_from_eager_only_in_known_ways():
