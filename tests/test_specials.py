@@ -347,3 +347,30 @@ def test_positive_nan_run_is_none_where_no_op_makes_a_nan():
     assert oracle.positive_nan_run(gm, (torch.ones(3), torch.ones(3))) is None
     out = oracle.positive_nan_run(gm, NAN_SIGNS)[0]
     assert torch.equal(out[0], torch.tensor([1.0, 2.0, 3.0]))
+
+
+# --- ops whose default epsilon is their dtype's -------------------------------------------------------
+
+
+def _eps_set_to(value):
+    """A pass that gives every rms_norm an explicit ``eps`` (where the original left it to the dtype)."""
+    def pass_(gm):
+        for n in gm.graph.nodes:
+            if n.target == aten.rms_norm.default:
+                args = [*n.args[:3], *[None] * (3 - len(n.args))]  # input, normalized_shape, weight
+                n.args = (*args, value)
+        gm.recompile()
+        return gm
+
+    return pass_
+
+
+def test_an_eps_default_changed_is_caught_where_the_dtype_decides_it():
+    """rms_norm's eps=None is float32's epsilon in eager; the fp64 reference keeps it (not float64's), so a
+    pass that sets eps=1e-5 is caught at inputs near 1e-4 (88% off), and one that spells out the
+    dtype's own epsilon passes."""
+    gm = build(1, lambda g, c, x: [c(aten.rms_norm.default, x, [4])])
+    x = (torch.full((2, 4), 1e-4, dtype=torch.float32) * torch.tensor([1.0, 1.5, 0.5, 2.0]),)
+    verdict = check(_eps_set_to(1e-5), gm, x, device="cpu")
+    assert [v.property for v in verdict.violations] == ["values"], verdict
+    assert check(_eps_set_to(torch.finfo(torch.float32).eps), gm, x, device="cpu").ok
