@@ -386,7 +386,13 @@ def load_pass(target, *, signature: str | None = None, settings_factory=None, pa
         raise UsageError(f"{name} is a {_type_name(target)}, called with the GraphModule alone, but --pass-arg "
                          f"gave {', '.join(kwargs)}")
     form = signature or detect_signature(target, owner, given=kwargs)
+    if form == "gm" and signature is None and settings_factory is not None and _optional_settings(target):
+        form = "gm-settings"  # fn(gm, settings=None): the factory is what it is for
     _check_accepts(target, kwargs, name, skip=0)
+    if settings_factory is not None and form != "gm-settings":
+        raise UsageError(f"--settings-factory was given, but {name} is called as {form} "
+                         f"({SIGNATURES[form].split(' -> ')[0]}) and takes no settings: drop it, or use "
+                         f"--signature gm-settings")
     if form == "gm-settings" and settings_factory is None:
         raise UsageError(f"{name} takes (gm, settings); give --settings-factory "
                          f"pkg.mod:make_settings (a callable returning the settings object)")
@@ -494,6 +500,18 @@ def _instantiate(cls, reference: str):
 
 def _display(fn) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _optional_settings(fn) -> bool:
+    """Whether ``fn``'s second positional parameter is an optional settings object
+    (``fn(gm, settings=None)``)."""
+    try:
+        positional = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return len(positional) >= 2 and positional[1].default is not positional[1].empty and \
+        (positional[1].name.lower() in _SETTINGS_NAMES or "settings" in _annotation(positional[1]))
 
 
 def detect_signature(fn, owner: type | None = None, given=()) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import subprocess
 import sys
@@ -267,6 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    # pkg.mod:attr targets are found in the current directory, as `python -m` finds them (the console
+    # script's sys.path starts at its own bin directory)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

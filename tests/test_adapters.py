@@ -77,6 +77,21 @@ def test_forms_are_detected_and_run(fn, form):
     assert check(put, _gm(), (x,)).ok
 
 
+def optional_settings_pass(gm, settings=None):
+    assert settings == {"precision": "fp32"}, settings
+    return gm
+
+
+def test_a_settings_factory_is_used_or_refused_never_ignored():
+    """fn(gm, settings=None) with --settings-factory gets the factory's settings; a pass that takes no
+    settings refuses the factory in one line (it was silently ignored: issue 33)."""
+    put = load_pass(optional_settings_pass, settings_factory=make_settings)
+    assert put.form == "gm-settings" and check(put, _gm(), (torch.randn(2),)).ok
+    assert load_pass(optional_settings_pass).form == "gm"
+    with pytest.raises(UsageError, match="--settings-factory was given, but .* takes no settings"):
+        load_pass(lambda gm: gm, settings_factory=make_settings)
+
+
 def test_settings_form_needs_a_factory():
     with pytest.raises(UsageError, match="--settings-factory"):
         load_pass(settings_pass)

@@ -158,6 +158,20 @@ def test_extra_arguments_and_a_context_from_the_command_line_reach_the_run_and_t
     assert r.returncode == 2 and "should look like NAME=VALUE" in r.stderr
 
 
+def test_a_module_in_the_current_directory_is_a_target_without_pythonpath(tmp_path):
+    """``fx-conformance verify mymod:fn`` finds mymod.py where it runs, as ``python -m`` would (the console
+    script's path starts at its bin directory)."""
+    (tmp_path / "here_passes.py").write_text("def identity(gm):\n    return gm\n")
+    script = pathlib.Path(sys.executable).parent / "fx-conformance"
+    if not script.exists():
+        pytest.skip("no fx-conformance console script beside this Python")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(script), "verify", "here_passes:identity", "--max-examples", "3", "--focus", "none",
+                        "--allow-vacuous", "--repro-dir", str(tmp_path)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
 def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys):
     """No counterexample, but no graph changed: not OK but VACUOUS, exit 4 (--allow-vacuous: 0)."""
     r = _main(capsys, "verify", f"{passes}:identity", "--max-examples", "30", "--seed", "1", "--repro-dir", tmp_path)
