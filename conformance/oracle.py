@@ -452,7 +452,12 @@ def reference_run(gm: fx.GraphModule, inputs: tuple, why: list | None = None):
     0.23891716, the truth 0.23799354, and a lowering's 0.23702015, as close to the truth, was flagged
     as 3x eager's error against a "reference" that was eager itself).
     """
-    class AsDrawn(_AsDrawn):
+    return _fp64_run(gm, inputs, _AsDrawn, why)
+
+
+def _fp64_run(gm: fx.GraphModule, inputs: tuple, interpreter: type, why: list | None = None):
+    """``gm`` run by ``interpreter`` (an ``_AsDrawn``) in float64, random ops drawing in the host's dtype."""
+    class AsDrawn(interpreter):
         host_default = torch.get_default_dtype()
 
     with _default_dtype(torch.float64):
@@ -625,11 +630,7 @@ def positive_nan_run(gm: fx.GraphModule, inputs: tuple):
 
 def positive_nan_reference_run(gm: fx.GraphModule, inputs: tuple):
     """``reference_run`` with the NaNs each computing op makes positive, as ``positive_nan_run``'s."""
-    class AsDrawn(_positive_nans(_AsDrawn, [])):
-        host_default = torch.get_default_dtype()
-
-    with _default_dtype(torch.float64):
-        return _rerun(gm, inputs, AsDrawn, upcast_to=torch.float64)
+    return _fp64_run(gm, inputs, _positive_nans(_AsDrawn, []))
 
 
 def _positive_nans(interpreter: type, made: list) -> type:

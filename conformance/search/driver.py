@@ -481,6 +481,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                           ir=opts["ir"], constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
+    known_takes_example = known is not None and _takes_example(known)  # read once, not per violation
+
     def run_one(case) -> Verdict:
         example = len(found.runs) + 1
         if not isolate:
@@ -533,7 +535,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             v.graph_after = verdict.graph_after
             v.inputs = "\n".join(f"input[{i}]: {describe(t)}" for i, t in enumerate(case.example_inputs))
         if known is not None:  # accepted: recorded, and the search goes on
-            accepted = [known(v, case) if _takes_example(known) else known(v) for v in verdict.violations]
+            accepted = [known(v, case) if known_takes_example else known(v) for v in verdict.violations]
             found.add_known([v for v, ok in zip(verdict.violations, accepted) if ok])
             verdict.violations = [v for v, ok in zip(verdict.violations, accepted) if not ok]
         new = found.add(verdict, case, _size(case))
