@@ -107,6 +107,9 @@ class ConsoleReporter:
         if result.unrunnable:
             self._line(f"{result.unrunnable} drawn graphs did not run as given on {result.options.get('device', 'cpu')} "
                        f"(not the pass's doing: each was replaced by another draw)")
+        for crash in result.generator_crashes:
+            self._line(f"torch finding (not the pass's): the generator's eager call {crash['call']} killed the "
+                       f"drawing process ({crash['death']}); the search ran again without it")
         if result.vacuous:
             self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")

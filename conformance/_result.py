@@ -117,6 +117,9 @@ class VerifyResult:
     # first few reasons
     no_reference: int = 0
     no_reference_why: list = field(default_factory=list)
+    # torch findings of the generator's own: eager calls that killed the drawing process (the call,
+    # how it died, its op); each draw was discarded and the search ran again without it
+    generator_crashes: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

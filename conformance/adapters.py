@@ -191,7 +191,10 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     pays for a compile it discards.
     """
     graph = fx.Graph(tracer_cls=gm.graph._tracer_cls)
-    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    from strategies._ir import no_treespec_warning
+
+    with no_treespec_warning():  # an export-module graph's pytree code generator
+        graph._codegen = copy.deepcopy(gm.graph._codegen)
     env = {}
     for node in gm.graph.nodes:
         env[node] = new = graph.create_node(node.op, node.target, (), {}, node.name, node.type)

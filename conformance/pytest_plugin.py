@@ -40,7 +40,7 @@ def pytest_addoption(parser):
                     help="a context-manager factory --fx-pass runs inside (as fx-conformance verify --context)")
     group.addoption("--fx-focus", default="auto", metavar="auto|none|OPS",
                     help="what the graphs for --fx-pass draw more of (as fx-conformance verify --focus)")
-    group.addoption("--fx-ir", choices=("aten", "post-grad", "export", "core-aten", "pre-dispatch", "torch"), default="aten",
+    group.addoption("--fx-ir", choices=("aten", "post-grad", "export", "core-aten", "export-module", "dynamo", "pre-dispatch", "torch"), default="aten",
                     help="the IR the graphs for --fx-pass are drawn in (as fx-conformance verify --ir)")
     group.addoption("--fx-requires-grad", action="store_true", default=False,
                     help="inputs and constants that require grad (as fx-conformance verify --requires-grad)")

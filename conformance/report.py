@@ -152,6 +152,7 @@ def report_dict(result, *, static: dict | None = None) -> dict:
         "properties": {name: dict(zip(("checked", "violated"), _count(c)))
                        for name, c in result.properties.items()},
         "violations": [_json_safe(v.to_dict()) for v in result.violations],
+        "generator_crashes": _json_safe(result.generator_crashes),
     }
 
 

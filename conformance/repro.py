@@ -283,7 +283,7 @@ def _graph_parts(gm: fx.GraphModule) -> tuple:
     nodes, imports, reserved, rendered = list(gm.graph.nodes), set(), set(_RESERVED), {}
     for node in nodes:  # targets first: the modules they import are names node variables avoid
         try:
-            if node.op == "call_module":
+            if node.op == "call_module" and not _is_export_guard(gm, node):
                 raise _Unrenderable("call_module is not supported; inline submodules first "
                                     "(make_fx or torch.export give call_function graphs)")
             if node.op == "call_function":
@@ -295,15 +295,38 @@ def _graph_parts(gm: fx.GraphModule) -> tuple:
     buffers = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
     names = _variables(nodes, reserved | {f"const{i}" for i in range(len(buffers))})
     explicit = _explicit_names(nodes)
+    guards = list(dict.fromkeys(n.target for n in nodes if n.op == "call_module"))
     out = ["def build_graph() -> fx.GraphModule:",
            '    """The graph the pass was given, node for node (meta is re-attached by the harness)."""',
-           "    root = torch.nn.Module()", *_buffer_lines(gm, buffers, nodes), "    g = fx.Graph()"]
+           "    root = torch.nn.Module()", *_buffer_lines(gm, buffers, nodes),
+           *(f"    root.add_module({_str(t)}, ExportGuards())" for t in guards), "    g = fx.Graph()"]
     for node in nodes:
         try:
             out.append("    " + _node_line(node, names, rendered, node in explicit))
         except _Unrenderable as exc:
             raise _node_error(node, exc) from None
-    return sorted(imports), "\n".join([*out, "    return fx.GraphModule(root, g)"]) + "\n"
+    prelude = _GUARDS if guards else ""
+    return sorted(imports), prelude + "\n".join([*out, "    return fx.GraphModule(root, g)"]) + "\n"
+
+
+_GUARDS = '''class ExportGuards(torch.nn.Module):
+    """``ExportedProgram.module()``'s ``_guards_fn``: it asserts the input sizes the export saw, which
+    these inputs have; here it checks nothing."""
+
+    def forward(self, *args):
+        return None
+
+
+'''
+
+
+def _is_export_guard(gm: fx.GraphModule, node: fx.Node) -> bool:
+    """The ``_guards_fn`` call of an ``ExportedProgram.module()`` graph (``ir="export-module"``)."""
+    try:
+        module = gm.get_submodule(node.target)
+    except AttributeError:
+        return False
+    return type(module).__name__ in ("GuardsFn", "ExportGuards") and not node.users
 
 
 def _buffer_lines(gm: fx.GraphModule, targets: list, nodes: list) -> list:
@@ -352,6 +375,8 @@ def _node_line(node: fx.Node, names: dict, rendered: dict, explicit: bool) -> st
         return f"{var} = g.placeholder({target}{extra}{default})"
     if op == "get_attr":
         return f"{var} = g.get_attr({target}{extra})"
+    if op == "call_module":
+        return f"{var} = g.call_module({target}, {args}{extra})"
     rest = (f", {kwargs}" if node.kwargs else "") + extra + (f", name={_str(node.name)}" if explicit else "")
     return f"{var} = g.{op}({rendered.get(node, target)}, {args}{rest})"
 
@@ -396,11 +421,15 @@ def main() -> int:
     print("graph before the pass:")
     print(gm.code)
 {target_check}    try:
-        from conformance import check
+        from conformance import UsageError, check
     except ImportError:
         print("fx-conformance is not installed: pip install fx-conformance")
         return 2
-    verdict = check(TARGET, gm, inputs, **OPTIONS)
+    try:
+        verdict = check(TARGET, gm, inputs, **OPTIONS)
+    except UsageError as exc:  # the pass cannot be loaded here (not importable from this directory)
+        print(f"cannot run: {{exc}}")
+        return 2
     print("graph after the pass:")
     print(verdict.graph_after or "<no graph: the pass did not return one>")
     print(verdict)

@@ -473,12 +473,75 @@ def _attempt(target, args, kwargs):
 
 
 def _run(target, args, kwargs):
+    watched = _WATCH is not None or _AVOID
+    if watched:
+        call = describe_call(target, args, kwargs)
+        if call in _AVOID or op_key(target) in _AVOID:
+            raise StepRejected(f"{call} killed the drawing process in an earlier draw")
+        if _WATCH is not None:
+            _WATCH(call)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return target(*args, **kwargs)
+            return _eager(target, args, kwargs)
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as exc:
         raise StepRejected(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    finally:
+        if _WATCH is not None:
+            _WATCH(None)
+
+
+def _eager(target, args, kwargs):
+    return target(*args, **kwargs)
+
+
+# --- a crash while drawing -------------------------------------------------------------------------
+# An eager call that kills the process (a torch bug no table here lists yet: ``kills_eager``,
+# ``_CRASH_PRONE``) is no pass's fault. ``watch_eager_calls(write)`` makes each eager call of the
+# generator announce itself first (``write(description)``, ``write(None)`` once it returned), so
+# whoever watches the drawing process die knows the call; ``avoid`` holds calls (descriptions) and ops
+# (``op_name``) that killed it before, which are then rejected like calls that raise.
+_WATCH = None
+_AVOID = frozenset()
+_CALL_TEXT = 2000  # longest description: what a watcher's buffer holds
+
+
+@contextlib.contextmanager
+def watch_eager_calls(write=None, avoid=()):
+    """Within: every eager call the generator makes is announced to ``write`` (None: not watched),
+    and the calls and ops in ``avoid`` are never made."""
+    global _WATCH, _AVOID
+    previous = _WATCH, _AVOID
+    _WATCH, _AVOID = write, frozenset(avoid)
+    try:
+        yield
+    finally:
+        _WATCH, _AVOID = previous
+
+
+def op_key(target) -> str:
+    """How ``avoid`` names every call of ``target``: ``"op aten.sin.default"``."""
+    return f"op {target if isinstance(target, torch._ops.OpOverload) else getattr(target, '__name__', repr(target))}"
+
+
+def describe_call(target, args, kwargs) -> str:
+    """``target(args)`` in one line: tensors as dtype[shape] with strides and device, other arguments
+    as their repr; the same call drawn again is described the same way."""
+
+    def arg(a) -> str:
+        if isinstance(a, torch.Tensor):
+            dense = a.is_contiguous()
+            return (f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}"
+                    f"{'' if dense else f' stride={a.stride()}'}{f' offset={a.storage_offset()}' if a.storage_offset() else ''}"
+                    f"{'' if a.device.type == 'cpu' else f' on {a.device}'}")
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+        return repr(a)
+
+    parts = [arg(a) for a in args] + [f"{k}={arg(v)}" for k, v in kwargs.items()]
+    text = f"{op_key(target).removeprefix('op ')}({', '.join(parts)})"
+    return text if len(text) <= _CALL_TEXT else text[:_CALL_TEXT - 3] + "..."
 
 
 def _map_values(obj, fn):

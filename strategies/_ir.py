@@ -15,6 +15,15 @@ so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has 
   core ATen (no CompositeImplicit ops); input mutations are extra leading outputs named by the
   graph signature, which is ``gm.meta["graph_signature"]`` (an ``ExportGraphSignature``); buffers
   are leading placeholders.
+- ``export-module``: ``torch.export.export`` then ``run_decompositions()`` then ``.module()``, what
+  Torch-TensorRT's ``post_lowering`` and ExecuTorch-style module passes take: core ATen, parameters
+  and buffers read by ``get_attr`` (module state, not inputs), a ``_guards_fn`` ``call_module`` with
+  no users, input and buffer mutations written back by user-less ``copy_`` nodes at the end, the
+  pytree calling convention (``_in_spec``/``_out_spec``), ``val`` and ``tensor_meta`` on nodes.
+- ``dynamo``: the graph a ``torch.compile`` backend receives from Dynamo (``fullgraph=True``), as
+  Torch-TensorRT's and vLLM's backends get it: the drawn calls as Dynamo records them (in-place ops
+  kept), placeholders typed ``torch.Tensor``, ``example_value`` fake tensors in ``meta``; buffers
+  are leading placeholders.
 - ``pre-dispatch``: ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to
   placeholders: in-place ops, CompositeImplicit ops and ``_set_grad_enabled`` nodes kept.
 - ``torch``: not a conversion: ``fx.symbolic_trace`` of a drawn ``nn.Module`` (``_torch_ir.py``),
@@ -29,7 +38,10 @@ invariants; the meta-tests check every drawn graph against them.
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import types
+import warnings
 
 import torch
 import torch.fx as fx
@@ -39,7 +51,7 @@ from ._device import device_of, forked_rng
 from ._errors import InvalidArgument
 from ._tensors import Layout
 
-IRS = ("aten", "post-grad", "export", "pre-dispatch", "torch")
+IRS = ("aten", "post-grad", "export", "export-module", "dynamo", "pre-dispatch", "torch")
 ALIASES = {"core-aten": "export"}
 
 
@@ -72,7 +84,8 @@ def _post_grad(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModu
 
 
 def _export(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
-    ep = torch.export.export(gm, tuple(inputs)).run_decompositions()
+    with no_treespec_warning():
+        ep = torch.export.export(gm, tuple(inputs)).run_decompositions()
     from torch.export.graph_signature import InputKind
 
     kinds = [s.kind for s in ep.graph_signature.input_specs]
@@ -85,6 +98,76 @@ def _export(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
     out = ep.graph_module
     out.meta["graph_signature"] = ep.graph_signature
     return out
+
+
+def _export_module(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
+    with no_treespec_warning():
+        out = torch.export.export(gm, tuple(inputs)).run_decompositions().module()
+    for name, value in [*out.named_buffers(), *out.named_parameters()]:  # its own state, not the drawn graph's
+        owner, _, leaf = name.rpartition(".")
+        module = out.get_submodule(owner)
+        if leaf in module._parameters:
+            module._parameters[leaf] = torch.nn.Parameter(_exact_copy(value.detach()), value.requires_grad)
+        else:
+            module._buffers[leaf] = _exact_copy(value)
+    return out
+
+
+def _dynamo(gm: fx.GraphModule, buffers: list, inputs: tuple):
+    """Dynamo's graph and, per placeholder, the index of the argument it takes: Dynamo orders
+    placeholders by first use and drops unused arguments, and a backend is called that way."""
+    names = [name for name, _ in gm.named_buffers()]
+    args = (*buffers, *inputs)
+    box = []
+
+    def capture(graph_module, example_inputs):
+        box.append((graph_module, list(example_inputs)))
+        return graph_module.forward
+
+    def lifted(*args):
+        return torch.func.functional_call(gm, dict(zip(names, args[:len(names)])), tuple(args[len(names):]))
+
+    # A code object of its own: Dynamo caches compiled frames on the code object, so each drawn graph
+    # is traced afresh without resetting Dynamo (the host's compiled functions stay compiled).
+    fresh = types.FunctionType(lifted.__code__.replace(), lifted.__globals__, "drawn_graph", None, lifted.__closure__)
+    with _quiet_dynamo():
+        torch.compile(fresh, backend=capture, fullgraph=True, dynamic=False)(*args)
+    if len(box) != 1:
+        raise _Unsupported(f"Dynamo handed the backend {len(box)} graphs")
+    out, example_inputs = box[0]
+    order = []
+    for t in example_inputs:
+        found = [i for i, a in enumerate(args) if a is t]
+        if len(found) != 1:
+            raise _Unsupported("a backend input that is not one of the graph's arguments")
+        order.append(found[0])
+    return out, tuple(order)
+
+
+@contextlib.contextmanager
+def no_treespec_warning():
+    """torch 2.13 deprecates a pytree spec class its own ``ExportedProgram.module()`` (and any copy of
+    that module's code generator) still builds: a FutureWarning per graph that is not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated", category=FutureWarning)
+        yield
+
+
+@contextlib.contextmanager
+def _quiet_dynamo():
+    """Dynamo logs (at ERROR) guards it could not build for a graph it then rejects; the draw is
+    discarded, so the log is noise. Scoped: the filter is removed when the trace ends."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("torch._guards", "torch._dynamo")]
+    drop = logging.Filter("fx-conformance.nothing")  # a name no record has: drops every record
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
 
 
 def _pre_dispatch(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:
@@ -106,13 +189,17 @@ class _Unsupported(Exception):
     """The stage's tracer gives a form this module does not hand on (rejected like a tracer failure)."""
 
 
-_CONVERT = {"post-grad": _post_grad, "export": _export, "pre-dispatch": _pre_dispatch}
-_NO_METADATA_MUTATION = ("post-grad", "export")
+_CONVERT = {"post-grad": _post_grad, "export": _export, "export-module": _export_module, "dynamo": _dynamo,
+            "pre-dispatch": _pre_dispatch}
+_NO_METADATA_MUTATION = ("post-grad", "export", "export-module")
+_STATEFUL = ("export-module",)  # IRs whose buffers stay module state (get_attr), not leading inputs
 
 
 def to_ir(gm: fx.GraphModule, inputs, ir: str):
     """``(gm, inputs)`` as the ``ir`` stage hands them to its passes: ``gm`` traced by that stage's
-    tracer (``gm`` itself is not changed), its buffers lifted to leading inputs. For hand-made graphs
+    tracer (``gm`` itself is not changed), its buffers lifted to leading inputs (``export-module``
+    keeps them as module state; ``dynamo`` takes its arguments in Dynamo's order, the order of first
+    use, without those the graph does not read). For hand-made graphs
     (a finding's minimal graph, a repro); ``graphs(ir=...)`` draws through it. InvalidArgument when
     the stage's tracer cannot take ``gm`` (post-grad and export want a tuple of outputs).
 
@@ -122,6 +209,16 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
     >>> [n.target.__name__ for n in out.graph.nodes if n.op == "call_function"]
     ['add.Tensor', 'copy_.default']
     """
+    ir = check_ir(ir)
+    if ir == "aten":
+        return gm, tuple(inputs)
+    traced, inputs, _ = _trace(gm, inputs, ir)
+    return traced, inputs
+
+
+def _trace(gm: fx.GraphModule, inputs, ir: str):
+    """``to_ir``, and which of ``(*buffers, *inputs)`` each placeholder of the traced graph takes
+    (None: all, in order)."""
     from ._meta import attach_meta
 
     ir = check_ir(ir)
@@ -129,7 +226,7 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
         raise InvalidArgument("ir='torch' graphs are traced from nn.Modules (fx.symbolic_trace), not converted "
                               "from ATen graphs")
     if ir == "aten":
-        return gm, tuple(inputs)
+        return gm, tuple(inputs), None
     buffers = [b for _, b in gm.named_buffers()]
     originals = (*buffers, *inputs)
 
@@ -141,15 +238,22 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
         with forked_rng(device_of(originals)):
             lifted = fresh()
             traced = _CONVERT[ir](gm, list(lifted[:len(buffers)]), lifted[len(buffers):])
+            traced, order = traced if isinstance(traced, tuple) else (traced, None)
     except Exception as exc:  # noqa: BLE001 - the tracer's own error, said in one line
         raise InvalidArgument(f"the {ir} tracer cannot take this graph: {type(exc).__name__}: "
                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
     finally:
         torch._C._set_grad_enabled(grad)
     traced.meta["ir"] = ir
-    if any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
-        attach_meta(traced, fresh())
-    return traced, fresh()
+    if ir in _STATEFUL:
+        order = tuple(range(len(buffers), len(originals)))
+    if ir != "dynamo" and any("val" not in n.meta for n in traced.graph.nodes if n.op == "placeholder"):
+        attach_meta(traced, _pick(fresh(), order))  # Dynamo's graphs carry example_value, as backends get them
+    return traced, _pick(fresh(), order), order
+
+
+def _pick(values: tuple, order) -> tuple:
+    return values if order is None else tuple(values[i] for i in order)
 
 
 def _exact_copy(t):
@@ -176,7 +280,8 @@ def convert(case, ir: str):
     buffers = [b for _, b in case.gm.named_buffers()]
     recipes = tuple((b.clone(), Layout()) for b in buffers) + tuple(case.recipes)
     try:
-        traced, _ = to_ir(case.gm, case.example_inputs, ir)  # it copies them: they stay as drawn
+        traced, _, order = _trace(case.gm, case.example_inputs, ir)  # it copies them: they stay as drawn
+        recipes = _pick(recipes, order)
         features = graph_features(traced, _rebuild(recipes))  # its first run
     except Exception:  # noqa: BLE001 - a graph this stage cannot take: draw another
         reject()
@@ -207,9 +312,9 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for n in calls:
         if not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
-                and not (ir in ("aten", "pre-dispatch") and n.target is torch._C._set_grad_enabled):
+                and not (ir in ("aten", "pre-dispatch", "dynamo") and n.target is torch._C._set_grad_enabled):
             errors.append(f"{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
-    if ir in ("post-grad", "export"):
+    if ir in ("post-grad", "export", "export-module"):
         for n in calls:
             if _composite_implicit(n.target):
                 errors.append(f"{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
@@ -217,27 +322,65 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
         errors += _export_errors(gm, calls, placeholders)
     if ir == "post-grad":
         errors += _epilogue_errors(calls, placeholders)
+    if ir == "export-module":
+        errors += _module_errors(gm, calls, placeholders)
+    if ir == "dynamo":
+        errors += _dynamo_errors(gm, placeholders)
     return errors
 
 
-def _epilogue_errors(calls: list, placeholders: list) -> list:
+def _epilogue_errors(calls: list, placeholders: list, state=(), user_less: bool = False) -> list:
     """Post-grad: the only mutation is ``copy_`` into a placeholder, once each, after every compute
-    node (views and getitems of the written inputs may follow it)."""
+    node (views and getitems of the written inputs may follow it). ``export-module``: into a
+    placeholder or module state (``state``: its ``get_attr`` nodes), and read by no node
+    but the output (``user_less``)."""
     errors, written, epilogue = [], set(), False
     for n in calls:
         if n.target is torch.ops.aten.copy_.default:
             epilogue = True
             dst = n.args[0]
-            if dst not in placeholders:
-                errors.append(f"{n.name}: copy_ into {dst}, which is not a placeholder")
+            if dst not in placeholders and dst not in state:
+                errors.append(f"{n.name}: copy_ into {dst}, which is not a placeholder"
+                              f"{' or a get_attr' if user_less else ''}")
             elif dst in written:
                 errors.append(f"{n.name}: a second copy_ into {dst.name}")
+            if user_less and any(u.op != "output" for u in n.users):
+                errors.append(f"{n.name}: a write-back copy_ that nodes read "
+                              f"({', '.join(u.name for u in n.users if u.op != 'output')})")
             written.add(dst)
         elif _mutable(n.target):
-            errors.append(f"{n.name}: {n.target} mutates, but post-grad graphs are functional but for the "
-                          f"copy_ epilogue")
+            errors.append(f"{n.name}: {n.target} mutates, but {'export-module' if user_less else 'post-grad'} "
+                          f"graphs are functional but for the copy_ epilogue")
         elif epilogue and not (n.target is operator.getitem or _is_view(n.target)):
             errors.append(f"{n.name}: {n.target} after the copy_ epilogue began (only views may follow it)")
+    return errors
+
+
+def _module_errors(gm: fx.GraphModule, calls: list, placeholders: list) -> list:
+    """``ExportedProgram.module()``: state read by ``get_attr``, one user-less ``_guards_fn`` call,
+    user-less write-backs."""
+    state = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    errors = _epilogue_errors(calls, placeholders, state, user_less=True)
+    for n in gm.graph.nodes:
+        if n.op == "call_module" and (n.target != "_guards_fn" or n.users):
+            errors.append(f"{n.name}: call_module {n.target}{' with users' if n.users else ''}; export-module "
+                          f"graphs call only _guards_fn, and use nothing it returns")
+        if n.op in ("placeholder", "get_attr") and "val" not in n.meta:
+            errors.append(f"{n.name}: a {n.op} without meta['val']")
+    return errors
+
+
+def _dynamo_errors(gm: fx.GraphModule, placeholders: list) -> list:
+    """What a backend gets from Dynamo: typed placeholders, ``example_value`` on every node that
+    computes a tensor."""
+    errors = []
+    for n in placeholders:
+        if not (isinstance(n.type, type) and issubclass(n.type, torch.Tensor)):
+            errors.append(f"{n.name}: a placeholder typed {n.type!r}; Dynamo types tensor placeholders torch.Tensor")
+    for n in gm.graph.nodes:
+        if (n.op == "placeholder" or n.op == "call_function" and n.target is not torch._C._set_grad_enabled) \
+                and "example_value" not in n.meta:
+            errors.append(f"{n.name}: no meta['example_value'], which Dynamo sets on every node it records")
     return errors
 
 

@@ -42,8 +42,9 @@ class FakeViews:
 
 
 def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
-    """Set ``meta['val']`` on every tensor-valued node of ``gm`` from one eager run on
-    ``example_inputs`` (which it may mutate: pass copies). Returns ``gm``.
+    """Set ``meta['val']`` on every tensor-valued node of ``gm`` (a tuple of them where a node has
+    several results) from one eager run on ``example_inputs`` (which it may mutate: pass copies).
+    Returns ``gm``.
 
     >>> import torch, torch.fx as fx
     >>> gm = fx.symbolic_trace(lambda x: torch.ops.aten.sin.default(x))
@@ -57,6 +58,10 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
             out = super().run_node(n)
             if isinstance(out, torch.Tensor):
                 n.meta["val"] = views.fake_of(out)
+            elif isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out):
+                # a call with several results (``native_layer_norm``, ``max.dim``): a tuple of fakes,
+                # as tracers leave it (passes read ``node.meta["val"][i]``)
+                n.meta["val"] = type(out)(views.fake_of(o) if isinstance(o, torch.Tensor) else o for o in out)
             return out
 
     from ._builder import RNG_SEED

@@ -1,4 +1,5 @@
-"""Forked search drivers: Ctrl-C anywhere in the parent's event loop ends the run cleanly.
+"""Forked search drivers: Ctrl-C anywhere in the parent's event loop ends the run cleanly, and torch
+killing the generator's own eager call is a torch finding, never the pass's verdict.
 
 The CI failure this guards against: SIGINT arrived while the parent was inside ``on_example``
 (rewriting the streamed JSON report), outside the ``select`` that alone caught it, and the run
@@ -7,14 +8,19 @@ died with a traceback instead of finishing with what the drivers had found.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from types import SimpleNamespace
 
 import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
 
+from conformance.cli import HARNESS_FAULT_EXIT, main
 from conformance.search.workers import run_drivers
+from strategies import _builder, graphs
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="drivers fork")
 
@@ -84,3 +90,48 @@ def test_forked_children_run_parallel_kernels_after_the_parent_did():
     proc = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENMP], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.strip()) > 0
+
+
+def _segfault_on_float64_sin(monkeypatch):
+    """A planted torch crash: the generator's eager ``sin`` of a float64 tensor kills the process."""
+    eager = _builder._eager
+
+    def planted(target, args, kwargs):
+        if target is torch.ops.aten.sin.default and args[0].dtype == torch.float64:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return eager(target, args, kwargs)
+
+    monkeypatch.setattr(_builder, "_eager", planted)
+
+
+def test_a_crash_in_the_generators_eager_call_is_a_torch_finding_not_the_passs(tmp_path, monkeypatch, capsys):
+    _segfault_on_float64_sin(monkeypatch)
+    report = tmp_path / "r.json"
+    code = main(["verify", "tests.passes.correct:identity", "--focus", "aten.sin.default", "--max-examples", "15",
+                 "--seed", "0", "--device", "cpu", "--repro-dir", str(tmp_path), "--json", str(report)])
+    out, err = capsys.readouterr()
+    assert code == HARNESS_FAULT_EXIT, out + err
+    result = json.loads(report.read_text())
+    assert result["violations"] == [] and not result["isolated"]  # never blamed on the pass, nor rerun for it
+    crashes = result["generator_crashes"]
+    assert crashes and all(c["op"] == "aten.sin.default" and c["call"].startswith("aten.sin.default(float64")
+                           and "SIGSEGV" in c["death"] for c in crashes), crashes
+    assert result["examples"] == 15  # the search went on without the call (then the op), to its budget
+    assert "torch finding (not the pass's)" in out and "crashed the interpreter" not in out + err
+
+
+def test_a_call_to_avoid_is_never_made_and_its_draw_goes_elsewhere():
+    seen = []
+
+    @settings(max_examples=15, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs(ops=[torch.ops.aten.sin.default, torch.ops.aten.cos.default], max_nodes=4, device="cpu"))
+    def drawn(case):
+        seen.extend(n.target for n in case.gm.graph.nodes if n.op == "call_function")
+
+    with _builder.watch_eager_calls(avoid=[_builder.op_key(torch.ops.aten.sin.default)]):
+        drawn()
+    assert torch.ops.aten.cos.default in seen and torch.ops.aten.sin.default not in seen
+    announced = []
+    with _builder.watch_eager_calls(announced.append):
+        _builder._run(torch.ops.aten.sin.default, (torch.zeros(2, 3).t(),), {})
+    assert announced == ["aten.sin.default(float32[3, 2] stride=(1, 3))", None]  # before the call, then done

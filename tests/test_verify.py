@@ -8,6 +8,7 @@ flags everything (or the wrong thing) fails here.
 from __future__ import annotations
 
 import copy
+import operator
 import time
 
 import pytest
@@ -53,6 +54,22 @@ def test_identity_is_ok_and_reports_checked_properties():
     v = check(lambda gm: gm, _binary(aten.sub.Tensor), (X, Y))
     assert v.ok and v.checked == ("validity", "values", "mutations", "aliasing")
     assert "sub" in v.graph_after
+
+
+def test_a_hand_made_graph_gets_meta_val_on_its_several_result_calls_too():
+    # Torch-TensorRT's passes read node.meta["val"][i] of a call with several results, as tracers leave
+    # it; check() gave such nodes none, so the pass raised KeyError: 'val' (an execution violation)
+    g = fx.Graph()
+    x = g.placeholder("x")
+    most = g.call_function(aten.max.dim, (x, 1))
+    g.output((g.call_function(operator.getitem, (most, 0)),))
+
+    def reads_meta(gm):
+        (node,) = [n for n in gm.graph.nodes if n.target is aten.max.dim]
+        assert node.meta["val"][0].shape == (2,) and node.meta["val"][1].dtype == torch.int64
+        return gm
+
+    assert check(reads_meta, fx.GraphModule(torch.nn.Module(), g), (torch.randn(2, 3),)).ok
 
 
 def _bypass(target):

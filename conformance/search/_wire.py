@@ -30,6 +30,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from strategies._ir import no_treespec_warning
+
 from .._errors import HarnessError, UsageError
 from ..adapters import load_pass, reference_of
 
@@ -183,8 +185,10 @@ def dumps_case(gm: fx.GraphModule, inputs: tuple, symbolic=None) -> bytes:
             if n.op in ("get_attr", "call_module") and n.target not in attrs:
                 attrs.append(n.target)
         values = [(t, _dumps(_attr(gm, t), sent)) for t in attrs]
+        with no_treespec_warning():  # an export-module graph's pytree code generator
+            codegen = copy.deepcopy(gm.graph._codegen)
         body = {"nodes": nodes, "attrs": values, "training": gm.training, "class_name": type(gm).__name__,
-                "codegen": _dumps(copy.deepcopy(gm.graph._codegen), sent),
+                "codegen": _dumps(codegen, sent),
                 "tracer_cls": _dumps(gm.graph._tracer_cls, sent), "meta": _portable_entries(gm.meta, sent),
                 "inputs": _dumps(tuple(inputs), sent), "symbolic": _dumps(symbolic, sent)}
     except Exception as exc:  # noqa: BLE001 - pybind objects raise RuntimeError, others TypeError or PicklingError

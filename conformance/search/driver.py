@@ -40,6 +40,7 @@ from .workers import run_drivers
 GRAPH_KINDS = ("functional", "mutating")
 SEARCH_PHASES = (Phase.generate,)  # no Phase.target: see fire.py
 MAX_TIMEOUTS = 3
+_GENERATOR_CRASHES = 4  # torch killed the generator this often: the run gives up (a harness fault)
 _STREAM_EVERY_S = 1.0
 
 
@@ -98,6 +99,7 @@ class _Found:
         self.interrupted = False
         self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
         self.dynamic = {}  # dynamic=True: sizes run, prover verdicts and their time, summed (add_dynamic)
+        self.generator_crashes = []  # torch killed the generator's eager call: {"call", "death", "op"} each
 
     @property
     def examples(self) -> int:
@@ -342,8 +344,28 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
 
     budgets = [max_examples // workers + (1 if i < max_examples % workers else 0) for i in range(workers)]
     budgets = [b for b in budgets if b > 0]
-    founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found)
+    avoid, generator_crashes = [], []
+    while True:
+        founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found, avoid)
+        if crashed is None or crashed.drawing is None or interrupted:
+            break
+        # torch died under the generator's own eager call: not the pass's doing. Recorded as a torch
+        # finding; the search runs again (same seed: the same draws) without that call, and without
+        # the op once it killed the process twice.
+        op = crashed.drawing.split("(", 1)[0]
+        generator_crashes.append({"call": crashed.drawing, "death": str(crashed), "op": op})
+        twice = sum(c["op"] == op for c in generator_crashes) > 1
+        avoid.append(f"op {op}" if twice else crashed.drawing)
+        reporter.note(f"torch crashed the generator ({crashed}) running {crashed.drawing} while drawing a graph: "
+                      f"recorded as a torch finding, not the pass's; searching again without "
+                      f"{'that op' if twice else 'that call'}")
+        if len(generator_crashes) >= _GENERATOR_CRASHES:
+            raise HarnessError(f"torch crashed the generator {len(generator_crashes)} times while drawing graphs "
+                               f"(last: {crashed.drawing}, {crashed}); no verdict")
+        total.runs.clear()
+        total.best.clear()
     merged = _Found()
+    merged.generator_crashes = generator_crashes
     merged.interrupted = interrupted or any(f.interrupted for f in founds)
     for f in founds:
         merged.runs += f.runs
@@ -374,6 +396,7 @@ def _fill(result: VerifyResult, found: _Found) -> None:
     result.no_reference, result.no_reference_why = len(missing), list(dict.fromkeys(missing))[:3]
     result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
+    result.generator_crashes = list(found.generator_crashes)
 
 
 def _order(checked):

@@ -14,6 +14,7 @@ drivers instead would mean sending the whole search (strategy, focus, reporter) 
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import select
@@ -68,24 +69,59 @@ class _ChildEvents:
         _send(self.fd, ("example", verdict.ok, self.found.examples, list(new)))
 
 
-def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
-    """Run ``search(i, budget, events) -> _Found`` in ``n`` forked drivers; merge their results.
+class DriverDeath(str):
+    """How a driver died (``"SIGSEGV (signal 11)"``), and ``drawing``: the generator's eager call it
+    was making (``strategies._builder.describe_call``), or None when it died elsewhere (in the pass
+    under test, or in the harness)."""
 
-    Returns ``(founds, crashed, interrupted)``: the drivers' results, a description of the first
-    driver that died (or None), and whether the run was interrupted (Ctrl-C).
+    drawing: str | None = None
+
+    @classmethod
+    def of(cls, reason: str, drawing: str | None) -> "DriverDeath":
+        death = cls(reason)
+        death.drawing = drawing
+        return death
+
+
+_CALL_BYTES = 4096  # a driver's announced eager call (strategies._builder._CALL_TEXT characters fit)
+
+
+def _announcer(buffer: mmap.mmap):
+    """``write(text | None)`` into ``buffer``, shared with the parent: the call being made, or none."""
+
+    def write(text):
+        data = b"" if text is None else text.encode("utf-8", "replace")[:_CALL_BYTES - 1]
+        buffer[:len(data) + 1] = data + b"\0"
+
+    return write
+
+
+def _announced(buffer: mmap.mmap) -> str | None:
+    text = bytes(buffer).split(b"\0", 1)[0].decode("utf-8", "replace")
+    return text or None
+
+
+def run_drivers(n: int, budgets: list, search, on_example, on_found, avoid=()) -> tuple:
+    """Run ``search(i, budget, events) -> _Found`` in ``n`` forked drivers; merge their results.
+    Each driver announces the generator's eager calls as it makes them, and never makes those in
+    ``avoid`` (``strategies._builder.watch_eager_calls``).
+
+    Returns ``(founds, crashed, interrupted)``: the drivers' results, the ``DriverDeath`` of the
+    first driver that died (or None), and whether the run was interrupted (Ctrl-C).
     """
     if not fork_is_safe():
         raise HarnessError("run_drivers forks, but this process initialised CUDA (or cannot fork): run the "
                            "search in this process (verify() does)")
     sys.stdout.flush()
     sys.stderr.flush()
-    children = {}
+    children, calls = {}, {}
     for i in range(n):
         read_fd, write_fd = os.pipe()
+        calls[read_fd] = mmap.mmap(-1, _CALL_BYTES)  # anonymous and shared: the child writes, we read
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(i, budgets[i], search, write_fd)  # never returns
+            _child(i, budgets[i], search, write_fd, _announcer(calls[read_fd]), avoid)  # never returns
         os.close(write_fd)
         children[read_fd] = (pid, _FrameReader(read_fd))
     founds, crashed, finished = [], None, set()
@@ -127,7 +163,8 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found) -> tuple:
     for fd, (pid, _) in children.items():
         _, status = os.waitpid(pid, 0)
         if crashed is None and fd not in finished:
-            crashed = _describe(status)
+            crashed = DriverDeath.of(_describe(status), _announced(calls[fd]))
+        calls[fd].close()
     return founds, crashed, interrupted
 
 
@@ -156,12 +193,15 @@ def _describe(status) -> str:
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
-def _child(i: int, budget: int, search, fd: int) -> None:
+def _child(i: int, budget: int, search, fd: int, announce, avoid) -> None:
+    from strategies._builder import watch_eager_calls
+
     in_forked_child()  # one thread (OpenMP does not survive fork), no C-level traceback dump
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        found = search(i, budget, lambda f: _ChildEvents(fd, f))
+        with watch_eager_calls(announce, avoid):
+            found = search(i, budget, lambda f: _ChildEvents(fd, f))
         _send(fd, ("done", found, bool(getattr(found, "interrupted", False))))
     except BaseException as exc:  # noqa: BLE001 - usage errors and bugs travel to the parent
         try:
