@@ -46,6 +46,7 @@ from .symbolic import prove_equal, prove_implies
 
 DYNAMIC = "dynamic"
 MAX_SIZES = 4  # sizes run besides the example (counterexamples come on top)
+MAX_RUN_NUMEL = 1 << 22  # elements of all inputs at a size the harness runs (larger sizes are proved, not run)
 PROVE_TIMEOUT_MS = 2000
 
 
@@ -247,9 +248,20 @@ class DynamicCheck:
         """The sizes to run besides the example: given ones, counterexamples, then picked ones."""
         out = []
         for sizes in [*self.given_sizes, *self.counterexamples, *self._picked()]:
-            if sizes not in out and sizes != self.examples:
+            if sizes not in out and sizes != self.examples and self._runnable(sizes):
                 out.append(sizes)
         return out
+
+    def _runnable(self, sizes: dict) -> bool:
+        """Whether inputs at ``sizes`` fit in memory: z3 may refute with sizes such as 2**63 - 1 (a
+        ``sym_min(s, INT64_MAX)`` bound), where the refutation is the verdict and nothing can run."""
+        numel = 0
+        for i in range(len(self.inputs)):
+            n = 1
+            for d in self.shapes.shape_at(i, sizes):
+                n *= d
+            numel += n
+        return numel <= MAX_RUN_NUMEL
 
     def _picked(self) -> list:
         names = list(self.examples)

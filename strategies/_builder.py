@@ -359,15 +359,23 @@ class _DropAll(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_fake_log():
-    """FakeTensorMode logs a traceback for every meta kernel that raises: a refusal here is an
-    answer, not an error (the filter is on torch's fake-tensor logger only, and only for the call)."""
-    f = _DropAll()
-    _FAKE_LOG.addFilter(f)
+def quiet_logs(*names: str):
+    """Drop what torch's loggers ``names`` log while inside: a refusal torch logs as an error (a
+    meta kernel that raises, a guard Dynamo cannot build for a graph it then rejects) is an answer
+    here. Scoped: the filters are on those loggers only, and removed on the way out."""
+    f, loggers = _DropAll(), [logging.getLogger(n) for n in names]
+    for logger in loggers:
+        logger.addFilter(f)
     try:
         yield
     finally:
-        _FAKE_LOG.removeFilter(f)
+        for logger in loggers:
+            logger.removeFilter(f)
+
+
+def _quiet_fake_log():
+    """FakeTensorMode logs a traceback for every meta kernel that raises."""
+    return quiet_logs(_FAKE_LOG.name)
 
 
 def note_disagreement(target, why: str) -> str:

@@ -26,8 +26,9 @@ import torch
 from hypothesis import reject
 from hypothesis import strategies as st
 
+from ._builder import _quiet_fake_log
 from ._draws import choose, flag, index, integers
-from ._dynamic_steps import _KINDS, ARITH, STEPS, Step, Value, _Skip
+from ._dynamic_steps import _KINDS, ARITH, STEP_OPS, STEPS, Step, Value, _Skip
 from ._errors import InvalidArgument
 from ._symshapes import graph_symbolic_shapes, size_symbol
 
@@ -38,8 +39,8 @@ FLOATS = (torch.float32, torch.float32, torch.float32, torch.float64, torch.floa
 class _Ctx:
     """The program being drawn: its values, steps and the example sizes of its symbols."""
 
-    def __init__(self, env: dict):
-        self.env = env
+    def __init__(self, env: dict, focus: tuple = ()):
+        self.env, self.focus = env, focus
         self.vals, self.steps = [], []
 
     def ev(self, expr) -> int:
@@ -54,7 +55,10 @@ class _Ctx:
 @st.composite
 def _step(draw) -> None:
     ctx = _CURRENT.ctx
-    kind = _KINDS[index(draw, len(_KINDS))]
+    if ctx.focus and index(draw, 4) != 3:  # three steps in four are of the rows making the focus ops
+        kind = choose(draw, ctx.focus)
+    else:
+        kind = _KINDS[index(draw, len(_KINDS))]
     ranked = [i for i, v in enumerate(ctx.vals) if v.shape]  # 0-d results (full reductions) are left alone
     if not ranked:
         return
@@ -107,9 +111,30 @@ def _program(steps: tuple, outs: tuple, size_out):
     return program
 
 
+def focus_kinds(ops) -> tuple:
+    """The ``STEPS`` rows whose traces hold any of ``ops`` (OpOverloads or names such as
+    ``"aten.slice.Tensor"``, ``"aten.slice"`` for every overload); InvalidArgument naming the ops
+    no row makes."""
+    names = {op if isinstance(op, str) else str(op) if isinstance(op, torch._ops.OpOverload)
+             else getattr(op, "name", str(op)) for op in ops}  # names, overloads, catalog rows
+
+    def makes(row_ops, name) -> bool:
+        return any(str(op) == name or str(op).rsplit(".", 1)[0] == name or getattr(op, "__name__", None) == name
+                   for op in row_ops)
+
+    missing = [n for n in sorted(names) if not any(makes(row_ops, n) for row_ops in STEP_OPS.values())]
+    if missing:
+        made = sorted({str(op) for row_ops in STEP_OPS.values() for op in row_ops})
+        raise InvalidArgument(f"dynamic=True draws no step that makes {', '.join(missing)}; its steps make "
+                              f"{', '.join(made)}")
+    return tuple(kind for kind, row_ops in STEP_OPS.items() if any(makes(row_ops, n) for n in names))
+
+
 @st.composite
-def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inputs: int, max_inputs: int):
-    """A ``GraphCase`` traced by ``make_fx(tracing_mode="symbolic")``, ``case.symbolic`` its sizes."""
+def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inputs: int, max_inputs: int,
+                        focus: tuple = ()):
+    """A ``GraphCase`` traced by ``make_fx(tracing_mode="symbolic")``, ``case.symbolic`` its sizes.
+    ``focus``: ``STEPS`` rows drawn three times in four (``focus_kinds``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from ._graphs import GraphCase
@@ -122,7 +147,7 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
             size += 1
         examples.append(size)
     symbols = [size_symbol(f"s{i}") for i in range(len(examples))]
-    ctx = _Ctx({s: sympy.Integer(n) for s, n in zip(symbols, examples)})
+    ctx = _Ctx({s: sympy.Integer(n) for s, n in zip(symbols, examples)}, focus)
     dtype = draw(dtypes)
     if not dtype.is_floating_point:
         raise InvalidArgument(f"dtypes drew {dtype}, but dynamic=True draws floating graphs only")
@@ -155,7 +180,8 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
     program = _program(tuple(ctx.steps), tuple(outs), size_out)
     try:
-        gm = make_fx(program, tracing_mode="symbolic")(*inputs)
+        with _quiet_fake_log():  # a meta kernel's refusal is the tracer's answer, logged as an error
+            gm = make_fx(program, tracing_mode="symbolic")(*inputs)
     except Exception:  # noqa: BLE001 - a program torch cannot trace symbolically is not drawn
         reject()
     try:
@@ -176,9 +202,10 @@ def _used(steps, i: int) -> bool:
 
 # Node kinds a dynamic graph is measured by (``case.features``).
 DYNAMIC_FEATURES = ("dynamic", "sym-size", "sym-add", "sym-sub", "sym-mul", "sym-floordiv", "sym-max",
-                    "size-arg", "size-scalar", "size-output")
+                    "sym-min", "sym-neg", "sym-compare", "size-arg", "size-scalar", "size-output", "runtime-assert")
 _SYM_OPS = {operator.add: "sym-add", operator.sub: "sym-sub", operator.mul: "sym-mul",
-            operator.floordiv: "sym-floordiv", torch.sym_max: "sym-max"}
+            operator.floordiv: "sym-floordiv", torch.sym_max: "sym-max", torch.sym_min: "sym-min",
+            operator.neg: "sym-neg", operator.ge: "sym-compare"}
 
 
 def _features(gm) -> frozenset:
@@ -191,6 +218,8 @@ def _features(gm) -> frozenset:
         elif node.target in _SYM_OPS:
             found.add(_SYM_OPS[node.target])
             sym_nodes.add(node)
+        elif node.target is torch.ops.aten._assert_scalar.default:
+            found.add("runtime-assert")
         elif node.op == "call_function":
             if any(a in sym_nodes for a in node.all_input_nodes):
                 found.add("size-arg" if node.target not in (torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor)

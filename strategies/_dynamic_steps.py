@@ -156,6 +156,41 @@ def _run_transpose(x, d0, d1):
     return x.transpose(d0, d1)
 
 
+INT64_MAX = 9223372036854775807  # the end ``x[a:]`` traces to, and what real slices clamp with
+
+
+def _run_slice_sym(x, d, variant, arith):
+    """Slices whose bounds are SymInt expressions as real graphs hold them: a negative start
+    (``x[..., -f(s):]``), a negative end (``x[..., :-f(s)]``), an end ``sym_min(s, INT64_MAX)``."""
+    aten = torch.ops.aten
+    f = ARITH[arith][0](x.size(d))
+    if variant == "neg_start":
+        return aten.slice.Tensor(x, d, -f, INT64_MAX)
+    if variant == "neg_end":
+        return aten.slice.Tensor(x, d, 0, -f)
+    return aten.slice.Tensor(x, d, 0, torch.sym_min(x.size(d), INT64_MAX))
+
+
+SLICES = ("neg_start", "neg_end", "min_end")
+
+
+def _run_slice_scatter(x, d, arith):
+    """``slice_scatter`` of the tail of ``x`` along ``d`` from a SymInt start ``f(s)``: the source is
+    that tail, negated (``x[..., f(s):]`` written with ``-x[..., :s - f(s)]``)."""
+    aten = torch.ops.aten
+    s = x.size(d)
+    start = ARITH[arith][0](s)
+    src = aten.neg.default(aten.slice.Tensor(x, d, 0, s - start))
+    return aten.slice_scatter.default(x, src, d, start, s)
+
+
+def _run_assert(x, d, bound):
+    """A runtime assertion on a size (``_assert_scalar``, as export and AOTAutograd insert them),
+    then ``x`` itself: what the program goes on with."""
+    torch.ops.aten._assert_scalar.default(x.size(d) >= bound, f"x.size({d}) >= {bound}")
+    return torch.ops.aten.alias.default(x)
+
+
 # Each draw function returns (operands, params, result shape) or raises _Skip.
 def _draw_unary(draw, ctx, x):
     vals = ctx.vals
@@ -304,6 +339,42 @@ def _draw_transpose(draw, ctx, x):
     return (x,), (d0, d1), tuple(shape)
 
 
+def _draw_slice_sym(draw, ctx, x):
+    v = ctx.vals[x]
+    symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
+    if not symbolic:
+        raise _Skip
+    d = choose(draw, symbolic)
+    variant = choose(draw, SLICES)
+    arith = choose(draw, ("half", "ceil_half", "minus1"))
+    f = ARITH[arith][1](v.shape[d])
+    length = {"neg_start": f, "neg_end": v.shape[d] - f, "min_end": v.shape[d]}[variant]
+    if ctx.ev(length) < 1 or ctx.ev(f) < 1:  # -0 is 0: the slice would change meaning at that size
+        raise _Skip
+    return (x,), (d, variant, arith), (*v.shape[:d], length, *v.shape[d + 1:])
+
+
+def _draw_slice_scatter(draw, ctx, x):
+    v = ctx.vals[x]
+    symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
+    if not symbolic:
+        raise _Skip
+    d = choose(draw, symbolic)
+    arith = choose(draw, ("half", "ceil_half"))
+    return (x,), (d, arith), v.shape
+
+
+def _draw_assert(draw, ctx, x):
+    v = ctx.vals[x]
+    symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
+    if not symbolic:
+        raise _Skip
+    d = choose(draw, symbolic)
+    # a symbol is at least 2 (0 and 1 specialise); an expression of one (s // 2) at least 1
+    bound = choose(draw, (1, 2)) if isinstance(v.shape[d], sympy.Symbol) else 1
+    return (x,), (d, bound), v.shape
+
+
 # name -> (run, draw). The first row is what a step shrinks to.
 STEPS = {
     "unary": (_run_unary, _draw_unary),
@@ -322,9 +393,31 @@ STEPS = {
     "reduce": (_run_reduce, _draw_reduce),
     "transpose": (_run_transpose, _draw_transpose),
     "noop": (_run_noop, _draw_noop),  # what remove_noop_ops exists for, sizes symbolic
+    "slice_sym": (_run_slice_sym, _draw_slice_sym),  # negative SymInt bounds, sym_min(s, INT64_MAX)
+    "slice_scatter": (_run_slice_scatter, _draw_slice_scatter),  # a SymInt start
+    "assert": (_run_assert, _draw_assert),  # _assert_scalar on a size
     "duplicate": (None, None),  # an earlier step again, same operands (CSE bait): see _step
 }
 _KINDS = tuple(STEPS)
+
+# The ops each row's trace holds (besides sym_size and SymInt arithmetic): what ``focus`` picks rows by.
+_A = torch.ops.aten
+STEP_OPS = {
+    "unary": {getattr(_A, f).default for f in UNARY},
+    "binary": {_A.add.Tensor, _A.mul.Tensor, _A.sub.Tensor, _A.maximum.default},
+    "size_scalar": {_A.mul.Tensor, torch.sym_max},
+    "flatten": {_A.view.default}, "unflatten": {_A.view.default},
+    "expand": {_A.expand.default}, "expand_new": {_A.expand.default, _A.unsqueeze.default},
+    "arange": {_A.arange.default, _A.arange.start_step, _A.add.Tensor},
+    "full": {_A.full.default, torch.sym_max}, "narrow": {_A.slice.Tensor, _A.narrow.default},
+    "cat": {_A.cat.default}, "pad": {_A.constant_pad_nd.default}, "repeat": {_A.repeat.default},
+    "reduce": {_A.sum.dim_IntList, _A.mean.dim, _A.prod.dim_int},
+    "transpose": {_A.transpose.int},
+    "noop": {_A.slice.Tensor, _A.view.default, _A.expand.default, _A.add.Tensor, _A.mul.Tensor},
+    "slice_sym": {_A.slice.Tensor, torch.sym_min},
+    "slice_scatter": {_A.slice_scatter.default, _A.slice.Tensor, _A.neg.default},
+    "assert": {_A._assert_scalar.default, _A.alias.default},
+}
 
 
 def _broadcast(a: tuple, b: tuple):

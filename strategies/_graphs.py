@@ -294,20 +294,27 @@ def _resolve_edges(edges, rows) -> tuple:
 
 
 def _dynamic_graphs(args: dict) -> st.SearchStrategy:
-    from ._dynamic import FLOATS, dynamic_graph_cases
+    from ._dynamic import FLOATS, dynamic_graph_cases, focus_kinds
 
     fixed = {"ops": None, "views": True, "mutations": False, "special_values": False, "constants": True,
-             "focus": None, "sizes": "small", "random": False, "ir": "aten", "requires_grad": False}
+             "sizes": "small", "random": False, "ir": "aten", "requires_grad": False}
     changed = [f"{k}={args[k]!r}" for k, default in fixed.items() if args[k] != default]
     if changed:
         raise InvalidArgument(f"dynamic=True draws functional float programs traced symbolically, which "
                               f"{', '.join(changed)} cannot shape: leave them at their defaults")
+    focus = args["focus"]
+    if focus is not None and not isinstance(focus, Focus):
+        focus = Focus(ops=focus)
+    if focus is not None and (focus.edges or focus.seeds):
+        raise InvalidArgument("dynamic=True: Focus(ops=...) picks its steps; edges and seed graphs shape static "
+                              "graphs only")
+    kinds = focus_kinds(focus.ops) if focus is not None and focus.ops else ()
     dtypes = args["dtypes"]
     if dtypes is None:
         dtypes = st.sampled_from(FLOATS)
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
     return dynamic_graph_cases(dtypes=dtypes, min_nodes=args["min_nodes"], max_nodes=args["max_nodes"],
-                               min_inputs=args["min_inputs"], max_inputs=min(args["max_inputs"], 3))
+                               min_inputs=args["min_inputs"], max_inputs=min(args["max_inputs"], 3), focus=kinds)
 
 
 def _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values):

@@ -47,6 +47,7 @@ import torch
 import torch.fx as fx
 from hypothesis import reject
 
+from ._builder import quiet_logs
 from ._device import device_of, forked_rng
 from ._errors import InvalidArgument
 from ._tensors import Layout
@@ -130,7 +131,7 @@ def _dynamo(gm: fx.GraphModule, buffers: list, inputs: tuple):
     # A code object of its own: Dynamo caches compiled frames on the code object, so each drawn graph
     # is traced afresh without resetting Dynamo (the host's compiled functions stay compiled).
     fresh = types.FunctionType(lifted.__code__.replace(), lifted.__globals__, "drawn_graph", None, lifted.__closure__)
-    with _quiet_dynamo():
+    with quiet_logs("torch._guards", "torch._dynamo"):  # guards it could not build for a graph it rejects
         torch.compile(fresh, backend=capture, fullgraph=True, dynamic=False)(*args)
     if len(box) != 1:
         raise _Unsupported(f"Dynamo handed the backend {len(box)} graphs")
@@ -151,23 +152,6 @@ def no_treespec_warning():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated", category=FutureWarning)
         yield
-
-
-@contextlib.contextmanager
-def _quiet_dynamo():
-    """Dynamo logs (at ERROR) guards it could not build for a graph it then rejects; the draw is
-    discarded, so the log is noise. Scoped: the filter is removed when the trace ends."""
-    import logging
-
-    loggers = [logging.getLogger(name) for name in ("torch._guards", "torch._dynamo")]
-    drop = logging.Filter("fx-conformance.nothing")  # a name no record has: drops every record
-    for logger in loggers:
-        logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(drop)
 
 
 def _pre_dispatch(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphModule:

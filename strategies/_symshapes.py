@@ -30,6 +30,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ._errors import InvalidArgument
 
 
+INT64_MAX = 2**63 - 1  # the largest size a tensor can have
+
+
 def size_symbol(name: str) -> sympy.Symbol:
     """The sympy symbol a size named ``name`` stands for (a non-negative integer)."""
     return sympy.Symbol(name, integer=True, nonnegative=True)
@@ -101,7 +104,9 @@ class SymbolicShapes:
         copy = fx.GraphModule(gm, _graph_copy(gm.graph), class_name=type(gm).__name__)
         # The Python dispatcher, as make_fx runs it: without it ops whose C++ fake kernels read
         # sizes as ints (constant_pad_nd) specialise the symbols they touch.
-        with enable_python_dispatcher():
+        from ._builder import _quiet_fake_log
+
+        with enable_python_dispatcher(), _quiet_fake_log():  # what raises is the caller's to report
             FakeTensorProp(copy, run.fake_mode).propagate_dont_convert_inputs(*run.fakes)
         run.gm = copy
         return run
@@ -166,7 +171,9 @@ class SymbolicRun:
 
     def ranges(self) -> list:
         """The ranges torch's ShapeEnv keeps for our symbols, as relations (``s0 >= 2``: a symbol it
-        did not specialise, as its 0/1 specialisation assumes while tracing; narrowed by guards)."""
+        did not specialise, as its 0/1 specialisation assumes while tracing; narrowed by guards). A
+        size is an int64: where torch keeps no upper bound (``int_oo``), ``s0 <= 2**63 - 1`` (without
+        it ``sym_min(s0, INT64_MAX)`` is not ``s0``, and a correct fold of it was refuted)."""
         out = []
         for sym, ours in self.created.items():
             vr = self.shape_env.var_to_range.get(sym)
@@ -174,8 +181,8 @@ class SymbolicRun:
                 continue
             if getattr(vr.lower, "is_Integer", False):
                 out.append(sympy.Ge(ours, int(vr.lower)))
-            if getattr(vr.upper, "is_Integer", False):
-                out.append(sympy.Le(ours, int(vr.upper)))
+            upper = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else INT64_MAX
+            out.append(sympy.Le(ours, min(upper, INT64_MAX)))
         return out
 
     def value(self, node: fx.Node):

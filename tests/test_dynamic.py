@@ -82,26 +82,34 @@ def _same(a, b) -> bool:
 
 
 def test_every_dynamic_feature_is_drawn():
+    """Unfocused, and focused on the rarest (a focus picks the steps that make its ops)."""
     seen = set()
 
-    @settings(max_examples=100, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
-    @given(graphs(dynamic=True))
-    def draw(case):
-        seen.update(case.features)
+    def draw(strategy, n):
+        @settings(max_examples=n, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(case):
+            seen.update(case.features)
 
-    draw()
-    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 100 graphs: {set(DYNAMIC_FEATURES) - seen}"
+        collect()
+
+    draw(graphs(dynamic=True), 100)
+    unfocused = set(seen)
+    draw(graphs(dynamic=True, focus=["sym_max", "sym_min", "aten._assert_scalar.default"]), 30)
+    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 130 graphs: {set(DYNAMIC_FEATURES) - seen}"
+    assert len(unfocused) >= len(DYNAMIC_FEATURES) - 3, set(DYNAMIC_FEATURES) - unfocused
 
 
 @pytest.mark.sweep  # shrinking traces every candidate (26 ms each): 20-110 s; the CLI test below checks one shrink
 def test_a_minimal_graph_with_floor_division_is_tiny():
     case = find(graphs(dynamic=True), lambda c: "sym-floordiv" in c.features,
                 settings=settings(database=None, max_examples=500, suppress_health_check=list(HealthCheck)))
-    # one step: a single tensor op, and the size arithmetic feeding it
+    # one step: its tensor ops (one, or slice_scatter's three), and the size arithmetic feeding them
     ops = [n for n in case.gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)
            and n.target is not torch.ops.aten.sym_size.int]
-    assert len(ops) == 1, case.gm.code
+    assert len(ops) == 1 or [n.target for n in ops][-1] is torch.ops.aten.slice_scatter.default and len(ops) == 3, \
+        case.gm.code
 
 
 @pytest.mark.parametrize("kwargs", [{"mutations": True}, {"ir": "post-grad"}, {"special_values": True},
@@ -270,3 +278,92 @@ def test_the_dynamic_property_judges_with_the_checkers_oracle():
     strict = check(_no_overflow, gm, inputs, symbolic=shapes)
     assert {v.property for v in strict.violations} == {"values", "dynamic"}, str(strict)
     assert "the original overflows here" in next(v.message for v in strict.violations if v.property == "dynamic")
+
+
+def _slice_bounds(gm) -> set:
+    """Which symbolic slice forms ``gm`` holds: a negative SymInt start or end, a sym_min end."""
+    import operator
+
+    found = set()
+    for n in gm.graph.nodes:
+        if n.target is torch.ops.aten.slice.Tensor:
+            start, end = (list(n.args) + [0, None])[2:4]
+            if isinstance(start, torch.fx.Node) and start.target is operator.neg:
+                found.add("negative start")
+            if isinstance(end, torch.fx.Node) and end.target is operator.neg:
+                found.add("negative end")
+            if isinstance(end, torch.fx.Node) and end.target is torch.sym_min and end.args[1] == 2**63 - 1:
+                found.add("sym_min(s, INT64_MAX) end")
+        if n.target is torch.ops.aten.slice_scatter.default and isinstance(n.args[3], torch.fx.Node):
+            found.add("SymInt slice_scatter start")
+        if n.target is torch.ops.aten._assert_scalar.default:
+            found.add("_assert_scalar")
+    return found
+
+
+def test_a_dynamic_focus_draws_the_symbolic_forms_real_passes_rewrite():
+    """Issue 33: Torch-TensorRT's symbolic passes rewrite negative SymInt slice bounds, a SymInt
+    slice_scatter start, sym_min(s, INT64_MAX) and _assert_scalar; --dynamic --focus reaches them."""
+    def forms(focus) -> set:
+        seen = set()
+
+        @settings(max_examples=25, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(graphs(dynamic=True, focus=focus))
+        def draw(case):
+            seen.update(_slice_bounds(case.gm))
+
+        draw()
+        return seen
+
+    assert {"negative start", "negative end", "sym_min(s, INT64_MAX) end"} <= forms(["aten.slice.Tensor"])
+    assert {"SymInt slice_scatter start", "_assert_scalar"} <= forms(["aten.slice_scatter.default",
+                                                                      "aten._assert_scalar.default"])
+    with pytest.raises(InvalidArgument, match="draws no step that makes aten.conv2d.default"):
+        graphs(dynamic=True, focus=["aten.conv2d.default"])
+
+
+def fold_sym_min_of_int64_max(gm):
+    """Correct (as Torch-TensorRT's symbolic cleanups do): sym_min(s, INT64_MAX) is s at every size."""
+    for n in list(gm.graph.nodes):
+        if n.target is torch.sym_min and n.args[1] == 2**63 - 1:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+    gm.recompile()
+    return gm
+
+
+def slice_from_the_positive_start(gm):
+    """Planted: a negative SymInt start -f(s) read as f(s) (the sign of a SymInt bound dropped)."""
+    import operator
+
+    for n in gm.graph.nodes:
+        start = n.args[2] if n.target is torch.ops.aten.slice.Tensor and len(n.args) > 2 else None
+        if isinstance(start, torch.fx.Node) and start.target is operator.neg:
+            n.args = (*n.args[:2], start.args[0], *n.args[3:])
+    gm.recompile()
+    return gm
+
+
+def test_symbolic_slice_rewrites_are_judged_at_every_size():
+    # 10 graphs: each takes about 25 proofs (0.05 s each, 2-core AMD EPYC); shrinking the planted bug's
+    # counterexample runs hundreds of candidates through the prover (200 s): the sweep's business
+    ok = verify(fold_sym_min_of_int64_max, dynamic=True, focus="sym_min", max_examples=10, seed=0, repro_dir=None)
+    assert ok.ok and ok.changed > 0, ok.violations
+    caught = verify(slice_from_the_positive_start, dynamic=True, focus="aten.slice.Tensor", max_examples=60, seed=0,
+                    repro_dir=None, shrink=False)
+    assert {v.property for v in caught.violations} & {"values", "dynamic"}, caught.violations
+    with pytest.raises(UsageError, match="draws no step that makes aten.conv2d.default"):
+        verify(fold_sym_min_of_int64_max, dynamic=True, focus="aten.conv2d.default", max_examples=1, repro_dir=None)
+
+
+def test_sizes_too_large_to_run_are_proved_not_run():
+    """z3 may refute with s = 2**63 - 1 (a sym_min(s, INT64_MAX) bound): the refutation is the
+    verdict; running inputs of that size crashed check() itself (int64 overflow resizing them)."""
+    from conformance.dynamic import DynamicCheck
+
+    gm = make_fx(lambda x: (x * 2,), tracing_mode="symbolic")(torch.ones(3, 4))
+    dc = DynamicCheck(gm, (torch.ones(3, 4),), graph_symbolic_shapes(gm))
+    huge = {name: 2**63 - 1 for name in dc.examples}
+    dc.counterexamples.append(huge)
+    assert huge not in dc.sizes() and dc.sizes()

@@ -162,3 +162,19 @@ def test_known_violations_are_recorded_and_the_search_goes_on_past_them():
     assert all(v.property == "values" for v in known.known)
     # a known predicate that accepts nothing changes nothing
     assert not verify(_abs_to_neg, max_examples=60, seed=3, shrink=False, repro_dir=None, known=lambda v: False).ok
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name", ["strip_every_clone", "erase_userless_nodes", "clone_inputs_dropping_writes"])
+def test_torch_tensorrt_style_bugs_are_caught_in_export_module_graphs_and_their_twins_pass(name, seed, tmp_path):
+    """Issue 33's done-when: the twins of the bugs found in Torch-TensorRT's lowering passes, called
+    as its post_lowering calls them (fn(gm, settings)), within 200 export-module graphs."""
+    from tests.passes.tensorrt import BUGGY, TWINS, make_settings
+
+    options = dict(ir="export-module", graphs="mutating", settings_factory=make_settings, seed=seed,
+                   max_examples=200, repro_dir=str(tmp_path))
+    caught = verify(BUGGY[name], shrink=False, **options)
+    assert {v.property for v in caught.violations} & {"mutations", "aliasing"}, caught.violations
+    twin = verify(TWINS[name], **options)
+    assert twin.ok and twin.changed > 0, twin.violations

@@ -32,7 +32,7 @@ from ..oracle import describe
 from ..repro import write_repro
 from ..verify import Checker, can_time_out
 from .fire import Run, generated_examples, steer, tally
-from .focus import resolve_focus, resolve_seed_graphs
+from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs
 from ._spawn import Worker
 from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
 from .workers import run_drivers
@@ -251,13 +251,19 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
                 reporter.note(f"examples run in this process, so a crash on CUDA ends the run ({exc})")
     seed = random.getrandbits(32) if seed is None else int(seed)
     seeds = resolve_seed_graphs(seed_graphs)
-    if opts["ir"] == "torch" or dynamic:  # focus and seeds are ATen ops and programs drawn statically
-        if (focus not in ("auto", "none", None)) or seeds:
-            raise UsageError("focus ops and seed graphs shape static ATen graphs; ir=torch draws nn.Modules and "
-                             "dynamic=True symbolic programs (use focus none)")
-        focus = "none"
-    with probing_in(worker):  # discovery probes in the worker where this process may not fork
-        focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
+    named = focus not in ("auto", "none", None)
+    if opts["ir"] == "torch" and (named or seeds):  # focus and seeds are ATen ops and programs
+        raise UsageError("focus ops and seed graphs shape ATen graphs; ir=torch draws nn.Modules (use focus none)")
+    if dynamic and seeds:
+        raise UsageError("seed graphs are static ATen graphs; dynamic=True draws symbolic programs (focus on the ops "
+                         "they hold instead: --focus aten.slice.Tensor)")
+    if dynamic and named:  # the symbolic program's steps that make these ops (discovery probes static graphs)
+        focus_obj, focus_info = resolve_dynamic_focus(focus)
+    else:
+        if opts["ir"] == "torch" or dynamic:
+            focus = "none"
+        with probing_in(worker):  # discovery probes in the worker where this process may not fork
+            focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
     if seeds:
         focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
         focus_info["seeds"] = [repr(s) for s in seeds]
@@ -496,7 +502,7 @@ def resolve_device(device: str) -> str:
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None,
             worker=None):
     if opts["dynamic"]:
-        strategy = graphs(dynamic=True)
+        strategy = graphs(dynamic=True, focus=focus)
     else:
         # drawn on the device the search runs on, so every graph runs there (torch-IR graphs are drawn
         # on the CPU: check() moves them)

@@ -45,6 +45,22 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
                              "not_in_catalog": [], "constants": []}
 
 
+def resolve_dynamic_focus(focus) -> tuple:
+    """``(Focus, info)`` for ``dynamic=True``: the ops named (any op a symbolic program's steps make,
+    ``aten._assert_scalar.default`` and ``sym_min`` too), or UsageError naming what no step makes."""
+    from strategies._dynamic import focus_kinds
+
+    names = [n.strip() for n in focus.split(",") if n.strip()] if isinstance(focus, str) else list(focus)
+    if not names:
+        raise UsageError(f"focus={focus!r} is empty; give ops (aten.slice.Tensor), auto or none")
+    try:
+        kinds = focus_kinds(names)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    return Focus(ops=tuple(names)), {"mode": "ops", "ops": [{"op": str(n), "how": "given"} for n in names],
+                                     "not_in_catalog": [], "constants": [], "steps": list(kinds)}
+
+
 def resolve_seed_graphs(spec) -> tuple:
     """``--seed-graphs``: ``"pkg.mod:attr"`` or the object itself, to a tuple of ``SeedGraph``s.
 
