@@ -142,7 +142,13 @@ def fire_line(result: VerifyResult) -> str:
     """``the pass changed K of N graphs (P%)``, with a warning when K/N is low."""
     line = result.fire_text
     dead = result.changed_dead_code_only
-    if dead and dead == result.changed:
+    holding = (result.focus or {}).get("graphs_holding")
+    if holding == 0 and result.examples and dead == result.changed:  # its own ops never reached it
+        ops = ", ".join(item["op"] for item in result.focus["ops"][:4])
+        line += (f"; warning: none of the {result.examples} {result.ir_text}graphs held {ops} (what it looks for)"
+                 + (f": {result.ir_text.strip()} tracing decomposes them away (try --ir aten, or --seed-graphs with "
+                    f"a program that holds them)" if result.ir_text else "") + f"; {VACUOUS_HINT}")
+    elif dead and dead == result.changed:
         line += ("; warning: in every one it only removed dead code, so unless removing dead code is what it is "
                  f"for, its rewrite never fired; {VACUOUS_HINT}")
     elif dead:

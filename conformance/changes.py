@@ -87,6 +87,8 @@ def _dead_code_removed_keys(before) -> list:
 
     with no_treespec_warning():  # an export-module graph's pytree code generator
         graph = copy.deepcopy(before.graph if isinstance(before, fx.GraphModule) else before)
+        if isinstance(before, fx.GraphModule) and any(n.op == "call_module" for n in graph.nodes):
+            fx.GraphModule(before, graph)  # owns the copy: a call_module's purity is its module's (_guards_fn)
     graph.eliminate_dead_code()
     return node_keys(graph)
 

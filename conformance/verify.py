@@ -336,8 +336,9 @@ class _Run:
                 self.violation("aliasing", f"output[{i}] aliases {', '.join(added)}, but should not "
                                            f"(the original's output[{i}] aliases {_aliases(w)})")
             elif removed and not self.c.alias_removal_ok:
+                hint = (REPAIR_HINT if any(t.startswith("input[") for t in removed) else "")
                 self.violation("aliasing", f"output[{i}] aliases {_aliases(g)}, but should alias "
-                                           f"{', '.join(removed)} too (as the original's does)")
+                                           f"{', '.join(removed)} too (as the original's does){hint}")
             else:
                 self._identity(i, exp_flat[i], exp_in, act_flat[i], act_in)
 
@@ -377,6 +378,12 @@ class _Run:
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+# An output that no longer aliases an input is what a repair pass (Torch-TensorRT's
+# repair_input_as_output, a view-to-copy pass) is for: its contract says so, and allows it.
+REPAIR_HINT = ("; where ending that aliasing is the pass's purpose (a repair pass), state its contract: "
+               "--ensure no-input-as-output (or no-views)")
 
 
 def _grad_state(a, e, what: str) -> str | None:

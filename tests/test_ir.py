@@ -258,3 +258,25 @@ def test_to_ir_leaves_the_callers_inputs_and_returns_them_unwritten():
         traced, inputs = to_ir(gm, (given_x,), ir)
         assert torch.equal(given_x, torch.zeros(2)) and torch.equal(inputs[0], torch.zeros(2)), ir
         assert inputs[0].stride() == (2,) and inputs[0] is not given_x
+
+
+def reshape_to_view(gm):
+    """Rewrites reshape (CompositeImplicit: export decomposes it) as view, and cleans up dead code."""
+    for n in gm.graph.nodes:
+        if n.target is aten.reshape.default:
+            n.target = aten.view.default
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def test_a_pass_whose_ops_the_ir_decomposed_away_is_told_so():
+    from conformance._console import fire_line
+
+    result = verify(reshape_to_view, ir="export-module", focus="aten.reshape.default", max_examples=10, seed=0,
+                    repro_dir=None)
+    assert result.ok and result.focus["graphs_holding"] == 0
+    assert "none of the 10 export-module graphs held aten.reshape.default" in fire_line(result)
+    assert "export-module tracing decomposes them away" in fire_line(result)
+    held = verify(reshape_to_view, focus="aten.reshape.default", max_examples=10, seed=0, repro_dir=None)
+    assert held.focus["graphs_holding"] > 0 and "none of the" not in fire_line(held)

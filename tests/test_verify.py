@@ -682,3 +682,24 @@ def test_a_verdict_says_when_its_values_were_judged_without_the_fp64_reference(m
     monkeypatch.setattr(adapters, "restorage", no_float64)
     v = check(_div_as_mul, gm, (x, y), device="cpu")
     assert v.ok and v.no_reference == "the fp64 reference did not run: RuntimeError: planted: no float64 here"
+
+
+def test_an_alias_a_repair_pass_ends_gets_the_contract_that_states_it():
+    """Torch-TensorRT's repair passes clone an input returned as an output: flagged as aliasing, with
+    the contract that states the repair, under which the same pass is ok."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output((x,))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+
+    def repair(gm):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        with gm.graph.inserting_before(out):
+            out.args = ((gm.graph.call_function(aten.clone.default, (out.args[0][0],)),),)
+        gm.recompile()
+        return gm
+
+    flagged = check(repair, gm, (torch.randn(3),))
+    assert [v.property for v in flagged.violations] == ["aliasing"]
+    assert "--ensure no-input-as-output" in flagged.violations[0].message
+    assert check(repair, gm, (torch.randn(3),), ensure=["no-input-as-output"]).ok

@@ -403,6 +403,8 @@ def _fill(result: VerifyResult, found: _Found) -> None:
     result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
     result.generator_crashes = list(found.generator_crashes)
+    if result.focus.get("ops"):
+        result.focus["graphs_holding"] = sum(r.held_focus for r in found.runs if r is not None)
 
 
 def _order(checked):
@@ -511,6 +513,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     known_takes_example = known is not None and _takes_example(known)  # read once, not per violation
+    focus_names = {getattr(op, "name", str(op)) if not isinstance(op, torch._ops.OpOverload) else str(op)
+                   for op in (focus.ops if focus is not None else ())}
 
     def run_one(case) -> Verdict:
         example = len(found.runs) + 1
@@ -552,8 +556,9 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             reject()
         timed_out = any(v.property == EXECUTION and v.kind == "hung" for v in verdict.violations)
         executed = not any(v.property == EXECUTION for v in verdict.violations)
+        held = bool(focus_names) and any(str(n.target) in focus_names for n in case.gm.graph.nodes)
         found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else (),
-                              verdict.no_reference))
+                              verdict.no_reference, held))
         steer(verdict)
         if verdict.dynamic:
             found.add_dynamic(verdict.dynamic)

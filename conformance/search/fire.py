@@ -39,6 +39,7 @@ class Run(NamedTuple):
     dead_code_only: bool
     checked: tuple
     no_reference: str = ""
+    held_focus: bool = False  # the graph held one of the focus ops (None of them: the IR's tracer decomposed them)
 
 
 def steer(verdict) -> None:

@@ -20,6 +20,7 @@ from hypothesis import given, reject, settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance import check, verify
+from conformance.verify import REPAIR_HINT
 from reference_lowering import LoweringError
 from reference_lowering.functionalize import functionalize
 from strategies import graphs
@@ -131,7 +132,7 @@ DIVERGENCES = {
         "eager is a separate tensor (a caller writing into it no longer updates the input)"),
     "a-written-input-returned-twice-is-a-copy": (
         _aliasing_message(r"output\[\d+\] aliases output\[\d+\](, output\[\d+\])*, but should alias input\[\d+\]"
-                          r"(, output\[\d+\])* too \(as the original's does\)"),
+                          r"(, output\[\d+\])* too \(as the original's does\)" + re.escape(REPAIR_HINT)),
         lambda: (_graph(1, lambda g, c, x: [c(aten.neg_.default, x), x]), (torch.randn(3),)),
         "an input written in place and returned twice (the in-place op's result and the input) comes back as "
         "one new tensor, not the input: the two outputs alias each other only (found by make conformance, "
