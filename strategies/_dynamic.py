@@ -132,13 +132,17 @@ def focus_kinds(ops) -> tuple:
 
 @st.composite
 def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inputs: int, max_inputs: int,
-                        focus: tuple = ()):
+                        focus: tuple = (), seeds: tuple = ()):
     """A ``GraphCase`` traced by ``make_fx(tracing_mode="symbolic")``, ``case.symbolic`` its sizes.
-    ``focus``: ``STEPS`` rows drawn three times in four (``focus_kinds``)."""
+    ``focus``: ``STEPS`` rows drawn three times in four (``focus_kinds``). ``seeds``: the user's
+    example programs (``SeedGraph``), half the graphs one of them traced symbolically at new sizes."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from ._graphs import GraphCase
     from ._tensors import Layout, tensor_with_layout
+
+    if seeds and flag(draw):
+        return _seed_case(draw, choose(draw, seeds))
 
     examples = []
     for _ in range(draw(integers(1, 3))):
@@ -191,6 +195,51 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     if not shapes.symbols:  # the tracer specialised every size (a guard such as Eq(s0, 2)): nothing dynamic
         reject()
     gm.graph.eliminate_dead_code()  # as the graphs passes are handed (AOTAutograd's are), and make_fx's are not
+    gm.recompile()
+    inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
+    return GraphCase(gm, inputs, _features(gm), tuple(recipes), symbolic=shapes)
+
+
+def _seed_case(draw, seed):
+    """``seed``'s program (its graph where it has none) traced symbolically on fresh inputs: each
+    distinct example size above 1 becomes a symbol with a new example size (equal sizes stay equal,
+    as the program's shapes need), values drawn anew. Rejected where the trace specialises every
+    size (a program with its sizes baked in) or fails."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ._graphs import GraphCase
+    from ._tensors import Layout, tensor_with_layout
+
+    program = seed.program if seed.program is not None else seed.gm
+    resized, used = {}, set()
+    for n in sorted({d for t in seed.example_inputs for d in t.shape if d > 1}):
+        m = draw(integers(2, 7))
+        while m in used:  # distinct, so the tracer's duck sizing keeps the symbols apart
+            m += 1
+        used.add(m)
+        resized[n] = m
+    recipes = []
+    for t in seed.example_inputs:
+        shape = tuple(resized.get(d, d) for d in t.shape)
+        if _numel(shape) > MAX_NUMEL:
+            reject()
+        _, base, _ = tensor_with_layout(draw, t.dtype, shape, noncontiguous=False)
+        recipes.append((base, Layout()))
+
+    def as_tuple(*xs):
+        out = program(*xs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
+    try:
+        with _quiet_fake_log():
+            gm = make_fx(as_tuple, tracing_mode="symbolic")(*inputs)
+        shapes = graph_symbolic_shapes(gm)
+    except Exception:  # noqa: BLE001 - a program torch cannot trace symbolically (or sizes it relates) is not drawn
+        reject()
+    if not shapes.symbols:
+        reject()
+    gm.graph.eliminate_dead_code()
     gm.recompile()
     inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
     return GraphCase(gm, inputs, _features(gm), tuple(recipes), symbolic=shapes)

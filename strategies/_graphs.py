@@ -305,16 +305,17 @@ def _dynamic_graphs(args: dict) -> st.SearchStrategy:
     focus = args["focus"]
     if focus is not None and not isinstance(focus, Focus):
         focus = Focus(ops=focus)
-    if focus is not None and (focus.edges or focus.seeds):
-        raise InvalidArgument("dynamic=True: Focus(ops=...) picks its steps; edges and seed graphs shape static "
-                              "graphs only")
+    if focus is not None and focus.edges:
+        raise InvalidArgument("dynamic=True: Focus(ops=...) picks its steps and Focus(seeds=...) its example "
+                              "programs; edges shape static graphs only")
     kinds = focus_kinds(focus.ops) if focus is not None and focus.ops else ()
     dtypes = args["dtypes"]
     if dtypes is None:
         dtypes = st.sampled_from(FLOATS)
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
     return dynamic_graph_cases(dtypes=dtypes, min_nodes=args["min_nodes"], max_nodes=args["max_nodes"],
-                               min_inputs=args["min_inputs"], max_inputs=min(args["max_inputs"], 3), focus=kinds)
+                               min_inputs=args["min_inputs"], max_inputs=min(args["max_inputs"], 3), focus=kinds,
+                               seeds=focus.seeds if focus is not None else ())
 
 
 def _torch_ir_graphs(ops, mutations, focus, requires_grad, sizes, max_nodes, special_values):

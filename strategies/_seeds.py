@@ -32,6 +32,7 @@ class SeedGraph:
 
     gm: fx.GraphModule
     example_inputs: tuple
+    program: object = None  # the Python program ``gm`` was traced from, if any: what dynamic=True traces again
 
     def __post_init__(self):
         if not isinstance(self.gm, fx.GraphModule):

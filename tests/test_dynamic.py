@@ -367,3 +367,28 @@ def test_sizes_too_large_to_run_are_proved_not_run():
     huge = {name: 2**63 - 1 for name in dc.examples}
     dc.counterexamples.append(huge)
     assert huge not in dc.sizes() and dc.sizes()
+
+
+def tail_half(x):
+    """A user's example program: the last half of each row (a negative SymInt start), doubled."""
+    return x[:, -(x.size(1) // 2):] * 2
+
+
+def test_seed_programs_are_traced_symbolically_at_new_sizes():
+    from strategies import Focus, SeedGraph
+
+    seed = SeedGraph(make_fx(tail_half)(torch.randn(3, 6)), (torch.randn(3, 6),), program=tail_half)
+    traced = []
+
+    @settings(max_examples=12, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(graphs(dynamic=True, focus=Focus(seeds=[seed])))
+    def draw(case):
+        if "negative start" in _slice_bounds(case.gm):
+            traced.append(case)
+
+    draw()
+    assert traced and all(len(c.symbolic.symbols) == 2 for c in traced)  # both sizes symbolic: 3 and 6 apart
+    assert {c.example_inputs[0].shape for c in traced} != {torch.Size([3, 6])}  # drawn at new sizes
+    caught = verify(slice_from_the_positive_start, dynamic=True, seed_graphs=[(tail_half, (torch.randn(3, 6),))],
+                    max_examples=20, seed=0, shrink=False, repro_dir=None)
+    assert {v.property for v in caught.violations} & {"values", "dynamic"}, caught.violations

@@ -254,9 +254,6 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     named = focus not in ("auto", "none", None)
     if opts["ir"] == "torch" and (named or seeds):  # focus and seeds are ATen ops and programs
         raise UsageError("focus ops and seed graphs shape ATen graphs; ir=torch draws nn.Modules (use focus none)")
-    if dynamic and seeds:
-        raise UsageError("seed graphs are static ATen graphs; dynamic=True draws symbolic programs (focus on the ops "
-                         "they hold instead: --focus aten.slice.Tensor)")
     if dynamic and named:  # the symbolic program's steps that make these ops (discovery probes static graphs)
         focus_obj, focus_info = resolve_dynamic_focus(focus)
     else:

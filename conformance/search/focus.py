@@ -112,6 +112,6 @@ def _seed(item, where: str, i: int) -> SeedGraph:
         raise UsageError(f"{where}[{i}]: make_fx could not trace it: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     try:
-        return SeedGraph(gm, args)
+        return SeedGraph(gm, args, program=None if isinstance(program, torch.fx.GraphModule) else program)
     except InvalidArgument as exc:
         raise UsageError(f"{where}[{i}]: {exc}") from None
