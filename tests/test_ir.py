@@ -19,7 +19,7 @@ aten = torch.ops.aten
 
 # Graphs per IR and graph kind: export traces with torch.export + run_decompositions (about 0.2 s a
 # graph on a 2-core AMD EPYC; export-module 0.3 s, dynamo 0.2 s), the others in 5-20 ms.
-_EXAMPLES = {"aten": 40, "post-grad": 40, "export": 15, "export-module": 15, "dynamo": 15, "pre-dispatch": 40}
+_EXAMPLES = {"aten": 40, "post-grad": 40, "export": 15, "export-module": 8, "dynamo": 8, "pre-dispatch": 40}
 
 
 def _draw(ir: str, mutations: bool, n: int) -> list:
