@@ -115,8 +115,9 @@ def focus_kinds(ops) -> tuple:
     """The ``STEPS`` rows whose traces hold any of ``ops`` (OpOverloads or names such as
     ``"aten.slice.Tensor"``, ``"aten.slice"`` for every overload); InvalidArgument naming the ops
     no row makes."""
-    names = {op if isinstance(op, str) else str(op) if isinstance(op, torch._ops.OpOverload)
-             else getattr(op, "name", str(op)) for op in ops}  # names, overloads, catalog rows
+    from ._focus import Focus
+
+    names = Focus(ops=ops).op_names()
 
     def makes(row_ops, name) -> bool:
         return any(str(op) == name or str(op).rsplit(".", 1)[0] == name or getattr(op, "__name__", None) == name

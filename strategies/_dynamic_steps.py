@@ -339,12 +339,17 @@ def _draw_transpose(draw, ctx, x):
     return (x,), (d0, d1), tuple(shape)
 
 
-def _draw_slice_sym(draw, ctx, x):
-    v = ctx.vals[x]
+def _symbolic_dim(draw, v) -> int:
+    """A dim of ``v`` whose size is an expression of the symbols (``_Skip`` where none is)."""
     symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
     if not symbolic:
         raise _Skip
-    d = choose(draw, symbolic)
+    return choose(draw, symbolic)
+
+
+def _draw_slice_sym(draw, ctx, x):
+    v = ctx.vals[x]
+    d = _symbolic_dim(draw, v)
     variant = choose(draw, SLICES)
     arith = choose(draw, ("half", "ceil_half", "minus1"))
     f = ARITH[arith][1](v.shape[d])
@@ -356,20 +361,14 @@ def _draw_slice_sym(draw, ctx, x):
 
 def _draw_slice_scatter(draw, ctx, x):
     v = ctx.vals[x]
-    symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
-    if not symbolic:
-        raise _Skip
-    d = choose(draw, symbolic)
+    d = _symbolic_dim(draw, v)
     arith = choose(draw, ("half", "ceil_half"))
     return (x,), (d, arith), v.shape
 
 
 def _draw_assert(draw, ctx, x):
     v = ctx.vals[x]
-    symbolic = [d for d, s in enumerate(v.shape) if s.free_symbols]
-    if not symbolic:
-        raise _Skip
-    d = choose(draw, symbolic)
+    d = _symbolic_dim(draw, v)
     # a symbol is at least 2 (0 and 1 specialise); an expression of one (s // 2) at least 1
     bound = choose(draw, (1, 2)) if isinstance(v.shape[d], sympy.Symbol) else 1
     return (x,), (d, bound), v.shape

@@ -54,6 +54,13 @@ class Focus:
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "scalars", tuple(self.scalars))
 
+    def op_names(self) -> frozenset:
+        """``ops`` as names (``"aten.slice.Tensor"``): a catalog row's name, an overload's, a name as given."""
+        import torch
+
+        return frozenset(op if isinstance(op, str) else str(op) if isinstance(op, torch._ops.OpOverload)
+                         else getattr(op, "name", str(op)) for op in self.ops)
+
     def pool(self) -> tuple:
         """The scalars a focused graph draws from: the pass's own, then the basic ones."""
         return tuple(dict.fromkeys((*self.scalars, *BASIC_SCALARS)))

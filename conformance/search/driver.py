@@ -510,8 +510,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     known_takes_example = known is not None and _takes_example(known)  # read once, not per violation
-    focus_names = {getattr(op, "name", str(op)) if not isinstance(op, torch._ops.OpOverload) else str(op)
-                   for op in (focus.ops if focus is not None else ())}
+    focus_names = focus.op_names() if focus is not None else frozenset()
 
     def run_one(case) -> Verdict:
         example = len(found.runs) + 1
