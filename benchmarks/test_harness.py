@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from benchmarks import per_round
 from conformance import load_pass
-from conformance.verify import Checker
+from conformance.checker import Checker
 from strategies import graphs, shared_fake_mode
 
 N_CASES = 200

@@ -5,13 +5,12 @@
 True
 
 Layers: ``adapters`` (any pass form -> one callable), ``invariants`` (graph validity), ``oracle``
-(numerics), ``contracts`` (named postconditions), ``verify`` (one graph), ``verify()`` (a search
-over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit, Markdown).
+(numerics), ``contracts`` (named postconditions), ``checker`` (one graph: ``check()``), ``search``
+(``verify()``: a search over generated graphs, shrinking, repro scripts), ``report`` (JSON, JUnit,
+Markdown).
 """
 
 import importlib
-import sys
-import types
 
 from ._errors import HarnessError, OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, PROPERTIES, Verdict, VerifyResult, Violation
@@ -21,7 +20,8 @@ from .profiles import PROFILES, register_profiles
 # the pytest plugin, which every pytest run in an environment holding fx-conformance loads, imports
 # no torch unless a run asks for fx-conformance.
 _LAZY = {"SIGNATURES": "adapters", "PassUnderTest": "adapters", "fake_mode_of": "adapters", "load_pass": "adapters",
-         "CONTRACTS": "contracts", "register_contract": "contracts", "TOLERANCES": "oracle", "check": "verify"}
+         "CONTRACTS": "contracts", "register_contract": "contracts", "TOLERANCES": "oracle", "check": "checker",
+         "verify": "search"}
 
 
 def __getattr__(name):
@@ -33,25 +33,8 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted({*globals(), *_LAZY, "verify"})
+    return sorted({*globals(), *_LAZY})
 
-
-class _Package(types.ModuleType):
-    """``conformance.verify`` is the search, ``conformance.search.verify``, though a submodule has
-    that name too (``conformance/verify.py``: ``check``, the ``Checker``). Importing the submodule
-    sets the package's attribute to it; this property keeps the function (the submodule is
-    ``sys.modules["conformance.verify"]``, and ``from conformance.verify import check`` finds it)."""
-
-    @property
-    def verify(self):
-        return importlib.import_module(".search", __name__).verify
-
-    @verify.setter
-    def verify(self, value):
-        pass
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "CONTRACTS",

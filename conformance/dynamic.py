@@ -77,7 +77,7 @@ class DynamicCheck:
                  signed_zeros: bool = False, timed=contextlib.nullcontext):
         self.shapes = as_shapes(symbolic)
         self.specials, self.signed_zeros = specials, signed_zeros  # the checker's oracle options, at every size
-        self.timed = timed  # () -> the context each run of the pass's result is timed in (verify.timed)
+        self.timed = timed  # () -> the context each run of the pass's result is timed in (checker.timed)
         try:
             self.examples = self.shapes.example_sizes(inputs)
         except InvalidArgument as exc:

@@ -22,7 +22,7 @@ from conformance.search import workers
 from conformance.search._spawn import Worker
 from conformance.search._wire import dumps_case, loads_case
 from conformance.search.isolate import ChildDied
-from conformance.verify import Checker
+from conformance.checker import Checker
 from strategies import attach_meta
 from tests.passes.planted import PLANTED
 

@@ -14,7 +14,7 @@ from conformance import OriginalFailed, UsageError, verify
 from conformance.adapters import load_pass
 from conformance.search import triggers
 from conformance.search.focus import resolve_focus
-from conformance.verify import Checker
+from conformance.checker import Checker
 from conformance.search.triggers import discover, static_triggers
 from strategies import Focus, graphs, rows_named
 
@@ -509,7 +509,7 @@ def test_a_graph_that_does_not_run_as_given_is_drawn_again_never_the_passs_verdi
     that fails now and then) is no verdict on the pass: the search draws another and counts it."""
     import importlib
 
-    module = importlib.import_module("conformance.verify")
+    module = importlib.import_module("conformance.checker")
     real_pristine, real_call = module._pristine, module._call
     originals = set()
 

@@ -106,7 +106,7 @@ HARNESS_BUDGET_S = 300.0
 
 
 class Phases:
-    """The parent's side of ``verify.PHASE_HOOK``: the kill time of a child, from the phase it is in.
+    """The parent's side of ``checker.PHASE_HOOK``: the kill time of a child, from the phase it is in.
 
     A timed phase (the pass, a run of what it returned) gets ``grace`` from its start; the rest of
     the check ``HARNESS_BUDGET_S`` from its own start (or ``grace``, where no phase was ever announced:
@@ -148,7 +148,7 @@ def in_forked_child() -> None:
 
 def run_forked(fn, timeout: float | None, phased: bool = False):
     """``fn()`` in a forked child; its return value (picklable) or ChildDied. ``phased``: ``fn`` is a
-    check that announces the pass's phases (``verify.timed``), and ``timeout`` bounds those alone."""
+    check that announces the pass's phases (``checker.timed``), and ``timeout`` bounds those alone."""
     if not can_isolate():
         raise UsageError("isolation needs os.fork (Linux); run without --isolate on this platform")
     sys.stdout.flush()
@@ -156,12 +156,12 @@ def run_forked(fn, timeout: float | None, phased: bool = False):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never return into the caller's stack
-        from .. import verify as _verify
+        from .. import checker as _checker
 
         in_forked_child()
         os.close(read_fd)
         # b"T"/b"U" at each phase change, before the pickled result (which starts with b"\x80")
-        _verify.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
+        _checker.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
         code = 0
         try:
             payload = pickle.dumps(("ok", fn()))

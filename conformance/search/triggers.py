@@ -50,7 +50,7 @@ from strategies._device import cpu_support
 from .._errors import HarnessError
 from ..adapters import clone_inputs, graph_run
 from ..changes import what_changed
-from ..verify import ExampleTimeout, deadline
+from ..checker import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
 
 _MAX_CODE_OBJECTS = 3000

@@ -17,7 +17,7 @@ from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
 from conformance.search.driver import resolve_device
 from conformance.search.focus import resolve_focus
-from conformance.verify import Checker
+from conformance.checker import Checker
 from strategies import InvalidArgument, graphs
 
 pytestmark = pytest.mark.conformance
