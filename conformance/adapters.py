@@ -191,7 +191,7 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     pays for a compile it discards.
     """
     graph = fx.Graph(tracer_cls=gm.graph._tracer_cls)
-    from strategies._ir import no_treespec_warning
+    from strategies._ir.convert import no_treespec_warning
 
     with no_treespec_warning():  # an export-module graph's pytree code generator
         graph._codegen = copy.deepcopy(gm.graph._codegen)
@@ -284,7 +284,7 @@ def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
     ``meta['val']`` re-read) and ``inputs`` on ``device``, with the inputs' sizes, strides, offsets
     and storage sharing kept."""
     from strategies import attach_meta
-    from strategies._device import relocate
+    from strategies._build.device import relocate
 
     moved = restorage(inputs, device=device)
     gm = snapshot(gm).to(device)

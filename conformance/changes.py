@@ -83,7 +83,7 @@ def changed_nodes(before, after) -> int:
 
 def _dead_code_removed_keys(before) -> list:
     """The keys of ``before`` less its dead code (what ``Graph.eliminate_dead_code`` removes)."""
-    from strategies._ir import no_treespec_warning
+    from strategies._ir.convert import no_treespec_warning
 
     with no_treespec_warning():  # an export-module graph's pytree code generator
         graph = copy.deepcopy(before.graph if isinstance(before, fx.GraphModule) else before)

@@ -8,19 +8,21 @@
 """
 
 from . import _determinism  # noqa: F401 - first: draws must not depend on imports (see the module)
-from ._builder import RNG_SEED, eager_fake_disagreement, fake_disagreements
-from ._calls import CHAINS
-from ._catalog import CATEGORIES, DOMAINS, Kwarg, OpSpec
+from ._build.builder import eager_fake_disagreement, fake_disagreements
+from ._build.device import RNG_SEED
+from ._draw.chains import CHAINS
+from ._catalog.vocabulary import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
-from ._features import FEATURES, graph_features
-from ._focus import Focus
-from ._graphs import SIZES, GraphCase, graphs
-from ._ir import IRS, check_ir, ir_errors, to_ir
-from ._meta import attach_meta, shared_fake_mode
-from ._ops import OPS, rows_named
-from ._seeds import SeedGraph
-from ._dynamic import DYNAMIC_FEATURES
-from ._symshapes import SymbolicRun, SymbolicShapes, graph_symbolic_shapes, size_symbol, symbolic_value
+from ._draw.features import FEATURES, graph_features
+from ._draw.focus import Focus
+from ._draw.case import GraphCase
+from ._graphs import SIZES, graphs
+from ._ir.convert import IRS, check_ir, ir_errors, to_ir
+from ._build.meta import attach_meta, shared_fake_mode
+from ._catalog.ops import OPS, rows_named
+from ._draw.seeds import SeedGraph
+from ._dynamic.programs import DYNAMIC_FEATURES
+from ._dynamic.symshapes import SymbolicRun, SymbolicShapes, graph_symbolic_shapes, size_symbol, symbolic_value
 from ._symbolic import FUNCTIONS as INDEX_FUNCTIONS
 from ._symbolic import index_expressions
 from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_floats, tensors

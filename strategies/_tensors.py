@@ -16,7 +16,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as npst
 
-from . import _catalog as C
+from ._catalog import vocabulary as C
 from ._draws import choose, flag, integers
 from ._errors import InvalidArgument
 from ._validation import check_bool, check_size_pair, check_strategy, check_type

@@ -29,6 +29,7 @@ from conformance import check
 from conformance.oracle import compare_outputs
 from reference_lowering.pointwise import _runtime, lower_pointwise
 from tests.graphs import build
+from tests.pointwise_cases import GOLDEN, POINTWISE, SPECIALS, eager_ok, graph_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITES = ("table", "golden")
@@ -37,8 +38,6 @@ SUITES = ("table", "golden")
 def judge_row(row, device: str) -> dict:
     """The record of one catalog row: every case of its special-value grid (tests/test_pointwise_table.py)
     with its tensors on ``device``, lowered and judged by ``check()`` against eager on that device."""
-    from tests.test_pointwise_table import SPECIALS, _cases, _eager_ok, _graph
-
     modes, failures, cases = set(), [], 0
 
     def lower(gm, sample_inputs):
@@ -47,11 +46,11 @@ def judge_row(row, device: str) -> dict:
         return lowered
 
     for dtype in sorted(row.dtypes, key=str):
-        for args, kwargs in _cases(row, dtype):
+        for args, kwargs in cases(row, dtype):
             args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
-            if not _eager_ok(row, args, kwargs):  # eager on this device refuses it (or its result is undefined)
+            if not eager_ok(row, args, kwargs):  # eager on this device refuses it (or its result is undefined)
                 continue
-            gm, inputs = _graph(row, args, kwargs)
+            gm, inputs = graph_of(row, args, kwargs)
             # device= keeps the inputs where they are: check() moves them to its device, "cpu" by default
             verdict = check(lower, gm, inputs, properties=["validity", "values"], ensure=["pointwise-kernels-only"],
                             specials=SPECIALS, device=device)
@@ -65,8 +64,6 @@ def judge_row(row, device: str) -> dict:
 def judge_golden(name: str, device: str) -> dict:
     """The record of one golden graph (tests/test_pointwise_golden.py) lowered for ``device`` and run there
     against eager on that device."""
-    from tests.test_pointwise_golden import GOLDEN
-
     body, make_inputs, dynamic = GOLDEN[name]
     inputs = tuple(t.to(device) for t in make_inputs())
     gm = build(len(inputs), body)
@@ -112,11 +109,7 @@ def batch(suite: str) -> dict:
 
 def _items(suite: str) -> dict:
     if suite == "table":
-        from tests.test_pointwise_table import POINTWISE
-
         return {row.name: row for row in POINTWISE}
-    from tests.test_pointwise_golden import GOLDEN
-
     return {name: name for name in GOLDEN}
 
 

@@ -8,20 +8,20 @@ import time
 
 import torch
 
-from strategies import _builder
+from strategies._build import eager
 
 _NEG = torch.ops.aten.neg.default
 
 
 def _planted(effect):
-    run = _builder._run
+    run = eager._eager
 
     def faulty(target, args, kwargs):
         if target is _NEG:
             effect()
         return run(target, args, kwargs)
 
-    _builder._run = faulty
+    eager._eager = faulty
 
 
 def segfault_on_neg():
@@ -35,8 +35,8 @@ def hang_on_neg():
 def poison_after_neg():
     """As an illegal memory access in a kernel of neg would: the error shows after its calls, and
     the context is lost (the child refuses the item and ends itself)."""
-    from strategies import _device
+    from strategies._draw import probe as _probe
 
     ran = []
     _planted(lambda: ran.append(True))
-    _device.device_error = lambda device: "an illegal memory access was encountered (planted)" if ran else None
+    _probe.device_error = lambda device: "an illegal memory access was encountered (planted)" if ran else None

@@ -9,8 +9,8 @@ import torch
 from hypothesis import strategies as st
 
 from strategies import CATEGORIES, DOMAINS, OPS, graphs
-from strategies._device import cpu_support
-from strategies._catalog import ALL_DTYPES, ARG_KINDS, BOOL, FILL, MASK, TENSORS, Kwarg
+from strategies._draw.support import cpu_support
+from strategies._catalog.vocabulary import ALL_DTYPES, ARG_KINDS, BOOL, FILL, MASK, TENSORS, Kwarg
 from tests._debug import find_any
 
 aten = torch.ops.aten

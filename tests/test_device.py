@@ -1,4 +1,4 @@
-"""Graphs drawn for a device hold only what that device runs (strategies/_device.py).
+"""Graphs drawn for a device hold only what that device runs (strategies/_build/device.py, strategies/_draw/support.py and probe.py).
 
 Runs on any machine: a CUDA device is simulated on the CPU with the table the H100 census recorded
 (tests/data/h100-torch2.11-census.json, eager CUDA's refusals in 2000 drawn graphs), so these
@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from conformance.adapters import to_device
 from strategies import OPS, InvalidArgument, OpSpec, graphs
-from strategies import _device
-from strategies._catalog import ANY, MATMUL, MM, POINTWISE, TENSOR
-from strategies._device import DeviceSupport, op_name, relocate, signature, simulated
+from strategies._draw import probe as _probe
+from strategies._catalog.vocabulary import ANY, MATMUL, MM, POINTWISE, TENSOR
+from strategies._build.device import op_name, relocate, signature, simulated
+from strategies._draw.support import DeviceSupport, cpu_support
 
 aten = torch.ops.aten
 H100 = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-census.json"
@@ -120,7 +121,7 @@ def test_the_same_draws_for_the_cpu_hold_what_the_h100_refused():
 
 
 def test_cuda_only_overloads_are_never_drawn_for_the_cpu_and_cpu_only_ones_are():
-    cpu = _device.cpu_support()
+    cpu = cpu_support()
     names = {row.name for row in cpu.narrow(OPS)}
     assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in names
     for op in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
@@ -146,7 +147,7 @@ def test_the_probe_learns_what_the_device_refuses():
     claims = (OpSpec(aten.bitwise_not.default, POINTWISE, (TENSOR,), ANY),
               OpSpec(aten.mm.default, MATMUL, (MM,), ANY),
               next(r for r in OPS if r.name == "aten.abs.default"))
-    found = _device.probe("cpu", claims, examples=8)
+    found = _probe.probe("cpu", claims, examples=8)
     assert set(found.refused_dtypes["aten.bitwise_not.default"]) == {"float16", "bfloat16", "float32", "float64"}
     assert set(found.refused_dtypes["aten.mm.default"]) == {"bool"}
     assert "aten.abs.default" not in found.refused_dtypes
@@ -169,49 +170,49 @@ def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault
     """A call that kills the probing process (a GPU library's SIGSEGV) or hangs refuses its row's
     dtype, and the probe goes on in a new child: the other rows come out as an in-process probe
     finds them."""
-    monkeypatch.setattr(_device, "_ITEM_S", 3.0)
+    monkeypatch.setattr(_probe, "_ITEM_S", 3.0)
     two = frozenset({torch.float32, torch.int64})
     rows = _rows("aten.abs.default", "aten.neg.default", "aten.mm.default", dtypes=two)
-    found = _device.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests._probe_faults:{fault}")
+    found = _probe.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests._probe_faults:{fault}")
     assert set(found.refused_dtypes["aten.neg.default"]) == {"float32", "int64"}
     assert all(how in err and "aten.neg.default" in err for err in found.refused_dtypes["aten.neg.default"].values())
-    alone = _device.probe("cpu", _rows("aten.abs.default", "aten.mm.default", dtypes=two), examples=4, isolate=False)
+    alone = _probe.probe("cpu", _rows("aten.abs.default", "aten.mm.default", dtypes=two), examples=4, isolate=False)
     assert {k: v for k, v in found.refused_dtypes.items() if k != "aten.neg.default"} == alone.refused_dtypes
     assert found.rows == alone.rows | {"aten.neg.default"}
 
 
 def test_an_isolated_probe_is_the_in_process_one_when_nothing_dies():
     rows = _rows("aten.abs.default", "aten.mm.default", "aten.bitwise_not.default", "aten.where.self")
-    alone = _device.probe("cpu", rows, examples=6, isolate=False)
-    assert _device.probe("cpu", rows, examples=6, isolate=True, jobs=2) == alone  # two children, two rows each
+    alone = _probe.probe("cpu", rows, examples=6, isolate=False)
+    assert _probe.probe("cpu", rows, examples=6, isolate=True, jobs=2) == alone  # two children, two rows each
     fewer = _rows("aten.abs.default", dtypes=frozenset({torch.float16}))
-    assert _device.probe("cpu", fewer, isolate=True).rows == {"aten.abs.default"}  # a catalog row at fewer dtypes
+    assert _probe.probe("cpu", fewer, isolate=True).rows == {"aten.abs.default"}  # a catalog row at fewer dtypes
     with pytest.raises(ValueError, match="not catalog rows: \\['aten.sinc.default'\\]"):
-        _device.probe("cpu", (OpSpec(aten.sinc.default, POINTWISE, (TENSOR,), ANY),), isolate=True)
+        _probe.probe("cpu", (OpSpec(aten.sinc.default, POINTWISE, (TENSOR,), ANY),), isolate=True)
 
 
 def test_the_table_is_cached_per_torch_version_device_name_and_catalog(tmp_path, monkeypatch):
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
-    monkeypatch.setattr(_device, "_MEMORY", {})
-    monkeypatch.setattr(_device, "device_name", lambda device: "Fake GPU 1")
+    monkeypatch.setattr(_probe, "_MEMORY", {})
+    monkeypatch.setattr(_probe, "device_name", lambda device: "Fake GPU 1")
     probes = []
     table = _h100()
-    monkeypatch.setattr(_device, "probe", lambda device: probes.append(device) or table)
+    monkeypatch.setattr(_probe, "probe", lambda device: probes.append(device) or table)
     meta = torch.device("meta")
-    assert _device.support_for(meta) is table and len(probes) == 1
-    assert _device.support_for(meta) is table and len(probes) == 1  # memory
-    monkeypatch.setattr(_device, "_MEMORY", {})
-    assert _device.support_for(meta) == table and len(probes) == 1  # the file
+    assert _probe.support_for(meta) is table and len(probes) == 1
+    assert _probe.support_for(meta) is table and len(probes) == 1  # memory
+    monkeypatch.setattr(_probe, "_MEMORY", {})
+    assert _probe.support_for(meta) == table and len(probes) == 1  # the file
     files = list((tmp_path / "devices").glob("*.json"))
     assert len(files) == 1 and "Fake-GPU-1" in files[0].name and torch.__version__.replace("+", "-") in \
         files[0].name.replace("+", "-")
-    monkeypatch.setattr(_device, "_MEMORY", {})
-    monkeypatch.setattr(_device, "device_name", lambda device: "Fake GPU 2")
-    _device.support_for(meta)
+    monkeypatch.setattr(_probe, "_MEMORY", {})
+    monkeypatch.setattr(_probe, "device_name", lambda device: "Fake GPU 2")
+    _probe.support_for(meta)
     assert len(probes) == 2  # another device name: probed anew
-    monkeypatch.setattr(_device, "_MEMORY", {})
+    monkeypatch.setattr(_probe, "_MEMORY", {})
     monkeypatch.setattr(torch, "__version__", "9.9.9")
-    _device.support_for(meta)
+    _probe.support_for(meta)
     assert len(probes) == 3  # another torch
     assert len(list((tmp_path / "devices").glob("*.json"))) == 3
 
@@ -303,7 +304,7 @@ def test_the_recorded_h100_refusals_agree_with_torchs_opinfo_database():
 def test_on_cuda_graphs_are_drawn_and_run_on_the_gpu_with_its_probed_table():
     """On a CUDA machine: the probed table (made once, cached) keeps integer matmuls and the CPU
     flash attention out, the CUDA attention overloads are drawn, and every value lives on the GPU."""
-    table = _device.support_for("cuda")
+    table = _probe.support_for("cuda")
     assert table.source == "probe" and table.name == torch.cuda.get_device_name()
     assert not table.runs_row(next(r for r in OPS if r.name == "aten._scaled_dot_product_flash_attention_for_cpu.default"))
     seen = _census("cuda", ops=["aten.mm", "aten.addmm", "aten.full", "aten.zeros",
@@ -320,11 +321,11 @@ def test_on_cuda_graphs_are_drawn_and_run_on_the_gpu_with_its_probed_table():
 @st.composite
 def _cuda_attention_args(draw):
     """rule_sdpa's arguments for one of the CUDA fused attention overloads (drawn, never run)."""
-    from strategies._args import DrawContext
-    from strategies._builder import GraphBuilder, StepRejected
-    from strategies._calls import rule_sdpa
-    from strategies._meta import shared_fake_mode
-    from strategies._ops import rows_named
+    from strategies._draw.operands import DrawContext
+    from strategies._build.builder import GraphBuilder, StepRejected
+    from strategies._draw.calls import rule_sdpa
+    from strategies._build.meta import shared_fake_mode
+    from strategies._catalog.ops import rows_named
 
     name = draw(st.sampled_from(["aten._scaled_dot_product_flash_attention.default",
                                  "aten._scaled_dot_product_efficient_attention.default",
@@ -352,8 +353,8 @@ def test_results_no_node_reads_are_not_held_to_fake_tensors(monkeypatch):
     """torch 2.11's meta kernel of the CPU flash attention gives a float32 logsumexp for float64
     inputs (eager: float64), which made every float64 call of it undrawable there (the H100 run).
     The logsumexp is never read (FIRST_RESULT_ONLY): only the first result is held to the fakes."""
-    from strategies import _builder
-    from strategies._meta import shared_fake_mode
+    from strategies._build import builder as _builder
+    from strategies._build.meta import shared_fake_mode
 
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     q = torch.randn(1, 1, 3, 8, dtype=torch.float64)

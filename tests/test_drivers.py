@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 
 from conformance.cli import HARNESS_FAULT_EXIT, main
 from conformance.search.workers import run_drivers
-from strategies import _builder, graphs
+from strategies import graphs
+from strategies._build import eager as _eager_calls
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="drivers fork")
 
@@ -94,14 +95,14 @@ def test_forked_children_run_parallel_kernels_after_the_parent_did():
 
 def _segfault_on_float64_sin(monkeypatch):
     """A planted torch crash: the generator's eager ``sin`` of a float64 tensor kills the process."""
-    eager = _builder._eager
+    eager = _eager_calls._eager
 
     def planted(target, args, kwargs):
         if target is torch.ops.aten.sin.default and args[0].dtype == torch.float64:
             os.kill(os.getpid(), signal.SIGSEGV)
         return eager(target, args, kwargs)
 
-    monkeypatch.setattr(_builder, "_eager", planted)
+    monkeypatch.setattr(_eager_calls, "_eager", planted)
 
 
 def test_a_crash_in_the_generators_eager_call_is_a_torch_finding_not_the_passs(tmp_path, monkeypatch, capsys):
@@ -128,10 +129,10 @@ def test_a_call_to_avoid_is_never_made_and_its_draw_goes_elsewhere():
     def drawn(case):
         seen.extend(n.target for n in case.gm.graph.nodes if n.op == "call_function")
 
-    with _builder.watch_eager_calls(avoid=[_builder.op_key(torch.ops.aten.sin.default)]):
+    with _eager_calls.watch_eager_calls(avoid=[_eager_calls.op_key(torch.ops.aten.sin.default)]):
         drawn()
     assert torch.ops.aten.cos.default in seen and torch.ops.aten.sin.default not in seen
     announced = []
-    with _builder.watch_eager_calls(announced.append):
-        _builder._run(torch.ops.aten.sin.default, (torch.zeros(2, 3).t(),), {})
+    with _eager_calls.watch_eager_calls(announced.append):
+        _eager_calls.run_eager(torch.ops.aten.sin.default, (torch.zeros(2, 3).t(),), {})
     assert announced == ["aten.sin.default(float32[3, 2] stride=(1, 3))", None]  # before the call, then done

@@ -17,7 +17,7 @@ from hypothesis.internal.conjecture.data import ConjectureData
 
 from strategies import OPS, Focus, InvalidArgument, graphs, rows_named
 from strategies._draws import Weighted
-from strategies._graphs import op_tables
+from strategies._draw.draw import op_tables
 
 aten = torch.ops.aten
 

@@ -88,11 +88,11 @@ def test_empty_is_always_written_whole_before_it_is_read():
 @st.composite
 def _flash_args(draw, q_shape):
     """rule_sdpa's arguments for the CPU flash attention, offered an input of ``q_shape``."""
-    from strategies._args import DrawContext
-    from strategies._builder import GraphBuilder, StepRejected
-    from strategies._calls import rule_sdpa
-    from strategies._meta import shared_fake_mode
-    from strategies._ops import rows_named
+    from strategies._draw.operands import DrawContext
+    from strategies._build.builder import GraphBuilder, StepRejected
+    from strategies._draw.calls import rule_sdpa
+    from strategies._build.meta import shared_fake_mode
+    from strategies._catalog.ops import rows_named
     from strategies._tensors import Layout
 
     builder = GraphBuilder(fake_mode=shared_fake_mode())

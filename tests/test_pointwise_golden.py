@@ -17,68 +17,12 @@ import torch
 
 from reference_lowering.pointwise import lower_pointwise
 from tests import _cuda_run
+from tests.pointwise_cases import GOLDEN
 from tests.graphs import build
 
 aten = torch.ops.aten
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden" / "pointwise"
 UPDATE = os.environ.get("FX_CONFORMANCE_UPDATE_GOLDEN") == "1"
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _chain8(g, c, x):
-    v = x
-    for op in (aten.sin.default, aten.exp.default, aten.neg.default, aten.relu.default, aten.sigmoid.default,
-               aten.abs.default, aten.cos.default, aten.tanh.default):
-        v = c(op, v)
-    return [v]
-
-
-def _where_mask(g, c, x, y):
-    m = c(aten.gt.Tensor, x, y)
-    return [c(aten.masked_fill.Scalar, c(aten.where.self, m, x, y), c(aten.isnan.default, x), 0.0)]
-
-
-def _cast_chain(g, c, x):
-    h = g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float16})
-    return [g.call_function(aten._to_copy.default, (c(aten.mul.Tensor, h, 3),), {"dtype": torch.float32})]
-
-
-# name -> (graph body, inputs, dynamic); inputs are made from fixed seeds
-GOLDEN = {
-    "add": (lambda g, c, x, y: [c(aten.add.Tensor, x, y)],
-            lambda: (torch.randn(64, generator=_gen(0)), torch.randn(64, generator=_gen(1))), False),
-    "chain8": (_chain8, lambda: (torch.randn(8, 32, generator=_gen(2)),), False),
-    "bias_gelu_tanh": (lambda g, c, x, b: [g.call_function(aten.gelu.default, (c(aten.add.Tensor, x, b),),
-                                                           {"approximate": "tanh"})],
-                       lambda: (torch.randn(16, 24, generator=_gen(3)), torch.randn(24, generator=_gen(4))), False),
-    "cast_chain_f16": (_cast_chain, lambda: (torch.randn(100, generator=_gen(5)),), False),
-    "bf16_mul_add": (lambda g, c, x, y: [c(aten.add.Tensor, c(aten.mul.Tensor, x, y), 1)],
-                     lambda: (torch.randn(50, generator=_gen(6)).bfloat16(), torch.randn(50, generator=_gen(7)).bfloat16()),
-                     False),
-    "two_outputs": (lambda g, c, x, y: [c(aten.add.Tensor, x, y), c(aten.mul.Tensor, x, y)],
-                    lambda: (torch.randn(6, 6, generator=_gen(8)), torch.randn(6, 6, generator=_gen(9))), False),
-    "transposed_input": (lambda g, c, x, y: [c(aten.sub.Tensor, x, y)],
-                         lambda: (torch.randn(12, 10, generator=_gen(10)).t(), torch.randn(10, 12, generator=_gen(11))),
-                         False),
-    "expanded_input": (lambda g, c, x, r: [c(aten.mul.Tensor, x, c(aten.expand.default, r, [9, 7]))],
-                       lambda: (torch.randn(9, 7, generator=_gen(12)), torch.randn(9, 1, generator=_gen(13))), False),
-    "int_floor_div_remainder": (lambda g, c, a, b: [c(aten.floor_divide.default, a, b), c(aten.remainder.Tensor, a, b)],
-                                lambda: (torch.randint(-50, 50, (40,), generator=_gen(14), dtype=torch.int32),
-                                         torch.randint(1, 9, (40,), generator=_gen(15), dtype=torch.int32)), False),
-    "where_masked_fill": (_where_mask, lambda: (torch.randn(30, generator=_gen(16)), torch.randn(30, generator=_gen(17))),
-                          False),
-    "pow_atan2_f64": (lambda g, c, x, y: [c(aten.atan2.default, c(aten.pow.Tensor_Scalar, x, 1.7), y)],
-                      lambda: (torch.rand(20, generator=_gen(18), dtype=torch.float64) + 0.1,
-                               torch.randn(20, generator=_gen(19), dtype=torch.float64)), False),
-    "dynamic_bias_relu": (lambda g, c, x, b: [c(aten.relu.default, c(aten.add.Tensor, x, b))],
-                          lambda: (torch.randn(8, 16, generator=_gen(20)), torch.randn(16, generator=_gen(21))), True),
-    "reduction_between_kernels": (lambda g, c, x: [c(aten.exp.default, c(aten.amax.default, c(aten.neg.default, x),
-                                                                          [1], True))],
-                                  lambda: (torch.randn(5, 11, generator=_gen(22)),), False),
-}
 
 
 def snapshot(name: str) -> str:

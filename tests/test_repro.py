@@ -339,7 +339,7 @@ def test_write_repro_without_target_exits_2(tmp_path):
 def test_a_repro_of_quantized_decomposed_ops_registers_them_in_a_fresh_process(tmp_path):
     """``torch.ops.quantized_decomposed`` exists only once torch.ao's module for it is imported:
     the script imports it, so the graph rebuilds in a process that never did."""
-    from strategies._calls import DEQUANTIZE, QUANTIZE
+    from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
 
     g = fx.Graph()
     params = (0.125, 0, -128, 127, torch.int8)

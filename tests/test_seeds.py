@@ -1,4 +1,4 @@
-"""Seed graphs (strategies/_seeds.py, ``--seed-graphs``): a user's example programs, traced with
+"""Seed graphs (strategies/_draw/seeds.py, ``--seed-graphs``): a user's example programs, traced with
 make_fx, embedded with fresh values in drawn context, so a pass over ops the catalog lacks
 (``logaddexp``) is exercised; bad seeds get one clear error. What a seed makes a pass do is
 measured on CPU draws: the searches say device="cpu"."""

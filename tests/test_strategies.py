@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import strategies as S
-from strategies._device import cpu_support
+from strategies._draw import features
+from strategies._draw.support import cpu_support
 from strategies import FEATURES, OPS, InvalidArgument, graphs
-from strategies._features import MUTATION_FEATURES
+from strategies._draw.features import MUTATION_FEATURES
 from tests._debug import find_any, minimal
 
 aten = torch.ops.aten
@@ -111,8 +112,8 @@ def test_example_inputs_are_pristine_and_fresh_inputs_are_identical_copies(case)
 def test_disabled_kinds_never_appear(case):
     assert not (case.features & (MUTATION_FEATURES | {"view"}))
     for n in _calls(case):
-        assert not S._features.is_mutating(n.target)
-        assert not S._features.is_view(n.target)
+        assert not features.is_mutating(n.target)
+        assert not features.is_view(n.target)
 
 
 @given(graphs(ops=["aten.sub.Tensor", aten.mul.Tensor], mutations=False))
@@ -289,7 +290,8 @@ def test_a_seed_draws_the_same_graphs_whatever_else_is_imported(tmp_path):
 def test_a_call_that_kills_eager_is_never_run_while_drawing():
     """INT_MIN // -1 in trunc mode dies of SIGFPE in eager CPU (torch 2.13); special values cast to
     int32 give INT_MIN, so the builder must refuse the call rather than run it (and die)."""
-    from strategies._builder import GraphBuilder, StepRejected, kills_eager
+    from strategies._build.builder import GraphBuilder, StepRejected
+    from strategies._build.eager import kills_eager
     from strategies._tensors import Layout
 
     low = torch.iinfo(torch.int32).min

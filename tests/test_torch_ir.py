@@ -21,7 +21,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from conformance import check
 from strategies import InvalidArgument
-from strategies._torch_ir import INVARIANTS, source_module, torch_graph_cases, torch_ir_errors
+from strategies._ir.torch_ir import INVARIANTS, source_module, torch_graph_cases, torch_ir_errors
 
 _QUIET = dict(database=None, deadline=None, suppress_health_check=list(HealthCheck))
 _NORMALIZE_WARNINGS = (  # NormalizeArgs matching list and tuple arguments (torch.cat's) to type hints: harmless

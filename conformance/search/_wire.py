@@ -30,7 +30,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from strategies._ir import no_treespec_warning
+from strategies._ir.convert import no_treespec_warning
 
 from .._errors import HarnessError, UsageError
 from ..adapters import load_pass, reference_of
@@ -138,7 +138,7 @@ class _Unpickler(pickle.Unpickler):
             return t.requires_grad_() if requires_grad else t
         _, mode_index, storage, nbytes, dtype, shape, stride, offset, device, requires_grad = pid
         if mode_index not in r.modes:
-            from strategies._meta import shared_fake_mode
+            from strategies._build.meta import shared_fake_mode
 
             r.modes[mode_index] = (shared_fake_mode() if r.shared_modes[mode_index]
                                    else FakeTensorMode(allow_non_fake_inputs=True))
@@ -169,7 +169,7 @@ def _portable_entries(meta: dict, sent: _Sent) -> list:
 
 def dumps_case(gm: fx.GraphModule, inputs: tuple, symbolic=None) -> bytes:
     """One example as bytes for ``loads_case`` in another process (see the module docstring)."""
-    from strategies._meta import shared_fake_mode
+    from strategies._build.meta import shared_fake_mode
 
     sent = _Sent()
     index = {node: i for i, node in enumerate(gm.graph.nodes)}

@@ -48,7 +48,7 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
 def resolve_dynamic_focus(focus) -> tuple:
     """``(Focus, info)`` for ``dynamic=True``: the ops named (any op a symbolic program's steps make,
     ``aten._assert_scalar.default`` and ``sym_min`` too), or UsageError naming what no step makes."""
-    from strategies._dynamic import focus_kinds
+    from strategies._dynamic.programs import focus_kinds
 
     names = [n.strip() for n in focus.split(",") if n.strip()] if isinstance(focus, str) else list(focus)
     if not names:

@@ -44,8 +44,8 @@ from hypothesis.errors import Unsatisfiable
 import hypothesis
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
-from strategies._calls import DEQUANTIZE, QUANTIZE
-from strategies._device import cpu_support
+from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
+from strategies._draw.support import cpu_support
 
 from .._errors import HarnessError
 from ..adapters import clone_inputs, graph_run

@@ -71,7 +71,7 @@ class _ChildEvents:
 
 class DriverDeath(str):
     """How a driver died (``"SIGSEGV (signal 11)"``), and ``drawing``: the generator's eager call it
-    was making (``strategies._builder.describe_call``), or None when it died elsewhere (in the pass
+    was making (``strategies._build.eager.describe_call``), or None when it died elsewhere (in the pass
     under test, or in the harness)."""
 
     drawing: str | None = None
@@ -83,7 +83,7 @@ class DriverDeath(str):
         return death
 
 
-_CALL_BYTES = 4096  # a driver's announced eager call (strategies._builder._CALL_TEXT characters fit)
+_CALL_BYTES = 4096  # a driver's announced eager call (strategies._build.eager._CALL_TEXT characters fit)
 
 
 def _announcer(buffer: mmap.mmap):
@@ -104,7 +104,7 @@ def _announced(buffer: mmap.mmap) -> str | None:
 def run_drivers(n: int, budgets: list, search, on_example, on_found, avoid=()) -> tuple:
     """Run ``search(i, budget, events) -> _Found`` in ``n`` forked drivers; merge their results.
     Each driver announces the generator's eager calls as it makes them, and never makes those in
-    ``avoid`` (``strategies._builder.watch_eager_calls``).
+    ``avoid`` (``strategies._build.eager.watch_eager_calls``).
 
     Returns ``(founds, crashed, interrupted)``: the drivers' results, the ``DriverDeath`` of the
     first driver that died (or None), and whether the run was interrupted (Ctrl-C).
@@ -194,7 +194,7 @@ def _describe(status) -> str:
 
 
 def _child(i: int, budget: int, search, fd: int, announce, avoid) -> None:
-    from strategies._builder import watch_eager_calls
+    from strategies._build.eager import watch_eager_calls
 
     in_forked_child()  # one thread (OpenMP does not survive fork), no C-level traceback dump
     code = 0

@@ -21,7 +21,7 @@ from hypothesis import given
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from strategies import eager_fake_disagreement, fake_disagreements, graphs, shared_fake_mode
-from strategies._builder import GraphBuilder, StepRejected
+from strategies._build.builder import GraphBuilder, StepRejected
 
 TORCH = f"torch {torch.__version__.split('+')[0]}"
 
@@ -182,13 +182,13 @@ def test_a_call_that_kills_eager_is_refused_not_run(monkeypatch):
     import os
     import signal
 
-    from strategies import _builder
+    from strategies._build import eager as _eager_calls
 
     def segfaults(x):
         os.kill(os.getpid(), signal.SIGSEGV)
 
-    monkeypatch.setitem(_builder._CRASH_PRONE, segfaults, (torch.bfloat16,))
-    assert "killed a trial process (SIGSEGV)" in _builder.crashes_in_trial(
+    monkeypatch.setitem(_eager_calls._CRASH_PRONE, segfaults, (torch.bfloat16,))
+    assert "killed a trial process (SIGSEGV)" in _eager_calls.crashes_in_trial(
         segfaults, (torch.zeros(2, dtype=torch.bfloat16),), {})
     x = torch.randn(30, dtype=torch.bfloat16).as_strided((1, 1, 3, 1, 2), (15, 15, 5, 5, 2), 1)
     w, b = torch.randn(2, 1, 2, 3, 3, dtype=torch.bfloat16), torch.randn(2, dtype=torch.bfloat16)
@@ -196,7 +196,7 @@ def test_a_call_that_kills_eager_is_refused_not_run(monkeypatch):
     values = tuple(builder.add_constant(t) for t in (x.contiguous(), w, b))
     conv = (aten.convolution.default, (*values, [2, 2, 2], [2, 3, 4], [2, 2, 2], False, [0, 0, 0], 1))
     real = tuple(v.tensor for v in values) + conv[1][3:]
-    if _builder.crashes_in_trial(conv[0], real, {}):  # this CPU's kernel dies: refused, never run here
+    if _eager_calls.crashes_in_trial(conv[0], real, {}):  # this CPU's kernel dies: refused, never run here
         with pytest.raises(StepRejected, match="killed a trial process"):
             builder.call(None, *conv, {})
     else:  # it runs here: drawn like any call

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._errors import InvalidArgument
+from .._errors import InvalidArgument
+from .seeds import SeedGraph
 
 BASIC_SCALARS = (0, 1, -1, 2, 0.5)
 
@@ -42,8 +43,6 @@ class Focus:
             raise InvalidArgument(f"Focus(scalars={self.scalars!r}) must be numbers")
         if not 0.0 < self.share <= 1.0:
             raise InvalidArgument(f"Focus(share={self.share!r}) must be in (0, 1]")
-        from ._seeds import SeedGraph
-
         if not all(isinstance(g, SeedGraph) for g in self.seeds):
             raise InvalidArgument(f"Focus(seeds=...) must be SeedGraphs, got {[type(g).__name__ for g in self.seeds]}")
         if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):

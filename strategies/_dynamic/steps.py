@@ -1,4 +1,4 @@
-"""The rows ``graphs(dynamic=True)`` draws its programs from (``_dynamic.py``): per step kind, how it
+"""The rows ``graphs(dynamic=True)`` draws its programs from (``programs.py``): per step kind, how it
 runs on tensors (at trace time on SymInt sizes) and how its parameters and its result's symbolic
 shape are drawn. Shapes are tuples of sympy expressions over the size symbols; a row raises
 ``_Skip`` where the drawn operands do not suit it, so a step is only drawn where it holds for
@@ -13,7 +13,7 @@ import sympy
 import torch
 from torch.utils._sympy.functions import FloorDiv
 
-from ._draws import choose, flag, index
+from .._draws import choose, flag, index
 
 
 def _half(s):

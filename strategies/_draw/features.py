@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from . import _catalog as C
-from ._builder import RNG_SEED, set_grad_enabled, storage_key
-from ._device import device_of, seeded
-from ._ops import OPS
+from .._catalog import vocabulary as C
+from .._build.builder import set_grad_enabled, storage_key
+from .._build.device import RNG_SEED, device_of, seeded
+from .._catalog.ops import OPS
 
 FEATURES = (
     "view", "broadcast", "non-contiguous", "scalar-arg", "kwarg", "constant", "multiple-outputs",

@@ -1,11 +1,9 @@
-"""Drawing rules for ops whose operands depend on each other, one per call kind, and the chains.
+"""Drawing rules for ops whose operands depend on each other, one per call kind (``CALL_RULES``).
 
 A matmul's inner dims must agree, a convolution's weight follows its input's channels and groups,
 attention's key and value follow its query, an index must lie inside the indexed dim: these rules
 draw the whole call (operands first, as ``operand()`` picks them: an existing value that fits, or a
-new leaf of the right shape). A *chain* emits several nodes the way a decomposition leaves them in
-real graphs (linear's ``t`` + ``addmm`` + ``_unsafe_view``, the RMS-norm chain, ``empty`` then a
-full write); chains are drawn as steps of their category (``CHAINS``).
+new leaf of the right shape). The operand helpers here serve the chains too (``chains.py``).
 
 Every drawn call is deterministic: writes that could collide (``index_put`` without accumulation,
 ``scatter`` without a reduction) get unique positions, so eager's order of writes never matters.
@@ -14,17 +12,17 @@ Every drawn call is deterministic: writes that could collide (``index_put`` with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
-from . import _catalog as C
-from ._args import (DrawContext, draw_kwargs, broadcasts_into, operand, rule_dims, rule_scalar, rule_select,
-                    rule_slice)
-from ._builder import StepRejected, Value
-from ._draws import bound, choose, flag, integers
-from ._tensors import Layout, scalars
+from .._build.builder import StepRejected, Value
+from .._catalog import vocabulary as C
+from .._catalog.ops import QUANTIZE, rows_named
+from .._draws import bound, choose, flag, integers
+from .._tensors import Layout, scalars
+from .args import rule_dims, rule_select, rule_slice
+from .operands import DrawContext, broadcasts_into, operand, rule_scalar
 
 aten = torch.ops.aten
 
@@ -32,32 +30,32 @@ aten = torch.ops.aten
 # --- sizes and operands --------------------------------------------------------------------------
 
 
-def _side(draw, lo: int = 1, hi: int = 4) -> int:
+def side(draw, lo: int = 1, hi: int = 4) -> int:
     return draw(integers(lo, hi))
 
 
-def _wide(draw, ctx: DrawContext) -> int:
+def wide_dim(draw, ctx: DrawContext) -> int:
     """A matmul dimension: 1-4, or (sizes="large", one time in three) 65-256, past the heuristics'
     thresholds (Inductor pads and picks mm kernels by size)."""
     if ctx.large and draw(integers(0, 2)) == 0:
         return draw(integers(65, 256))
-    return _side(draw)
+    return side(draw)
 
 
-def _inner(draw, ctx: DrawContext) -> int:
+def inner_dim(draw, ctx: DrawContext) -> int:
     """A reduction length (matmul's k): sometimes 0, where the result is beta * bias alone."""
     if draw(integers(0, 15)) == 0:
         return 0
-    return _wide(draw, ctx)
+    return wide_dim(draw, ctx)
 
 
-def _ranked(draw, ctx, dtypes, ranks, make_shape, *, domain=C.ANY_VALUE, fits=None, target=False, chain=True):
+def ranked(draw, ctx, dtypes, ranks, make_shape, *, domain=C.ANY_VALUE, fits=None, target=False, chain=True):
     """An operand of one of ``ranks`` (and ``fits``), or a new leaf of ``make_shape``."""
     return operand(draw, ctx, dtypes_ok=dtypes, domain=domain, target=target, chain=chain,
                    shape_fits=lambda s: len(s) in ranks and (fits is None or fits(s)), make_shape=make_shape)
 
 
-def _exact(draw, ctx, shape, dtype, domain=C.ANY_VALUE) -> Value:
+def exact(draw, ctx, shape, dtype, domain=C.ANY_VALUE) -> Value:
     shape = tuple(shape)
     return operand(draw, ctx, dtypes_ok={dtype}, domain=domain, chain=False,
                    shape_fits=lambda s: s == shape, make_shape=lambda d: shape)
@@ -65,7 +63,7 @@ def _exact(draw, ctx, shape, dtype, domain=C.ANY_VALUE) -> Value:
 
 def _optional(draw, ctx, shape, dtype, domain=C.ANY_VALUE) -> Value | None:
     """Half the time None (what it shrinks to), else an operand of exactly ``shape``."""
-    return _exact(draw, ctx, shape, dtype, domain) if flag(draw) else None
+    return exact(draw, ctx, shape, dtype, domain) if flag(draw) else None
 
 
 def _bias(draw, ctx, out_shape: tuple, dtype) -> Value:
@@ -109,11 +107,11 @@ def _dim(draw, rank: int) -> int:
     return d - rank if draw(integers(0, 2)) == 2 else d
 
 
-def _dtype(v: Value):
+def dtype_of(v: Value):
     return v.tensor.dtype
 
 
-def _room(ctx: DrawContext, nodes: int) -> None:
+def need_room(ctx: DrawContext, nodes: int) -> None:
     """Reject a chain that would take the graph past its node budget, before it emits anything."""
     if ctx.builder.n_calls + nodes > ctx.builder.max_nodes:
         raise StepRejected(f"no room for {nodes} more nodes")
@@ -125,26 +123,26 @@ def _room(ctx: DrawContext, nodes: int) -> None:
 def rule_mm(draw, ctx, spec):
     op = spec.overload
     if op is aten.dot.default:
-        a = _ranked(draw, ctx, spec.dtypes, (1,), lambda d: (_inner(d, ctx),))
-        return (a, _exact(draw, ctx, a.tensor.shape, _dtype(a))), {}
+        a = ranked(draw, ctx, spec.dtypes, (1,), lambda d: (inner_dim(d, ctx),))
+        return (a, exact(draw, ctx, a.tensor.shape, dtype_of(a))), {}
     if op is aten.addmv.default:
         # k >= 1: with k == 0 and a broadcast bias eager returns the bias's shape (torch 2.13, docs/torch-facts.md)
-        mat = _ranked(draw, ctx, spec.dtypes, (2,), lambda d: (_wide(d, ctx), _wide(d, ctx)), fits=lambda s: s[1] > 0)
+        mat = ranked(draw, ctx, spec.dtypes, (2,), lambda d: (wide_dim(d, ctx), wide_dim(d, ctx)), fits=lambda s: s[1] > 0)
         m, k = mat.tensor.shape
-        vec = _exact(draw, ctx, (k,), _dtype(mat))
-        return (_bias(draw, ctx, (m,), _dtype(mat)), mat, vec), {}
+        vec = exact(draw, ctx, (k,), dtype_of(mat))
+        return (_bias(draw, ctx, (m,), dtype_of(mat)), mat, vec), {}
     batched = op in (aten.bmm.default, aten.baddbmm.default)
     rank = 3 if batched else 2
-    lead = (_side(draw),) if batched else ()
-    a = _ranked(draw, ctx, spec.dtypes, (rank,), lambda d: (*lead, _wide(d, ctx), _inner(d, ctx)))
-    k, n = a.tensor.shape[-1], _wide(draw, ctx)
+    lead = (side(draw),) if batched else ()
+    a = ranked(draw, ctx, spec.dtypes, (rank,), lambda d: (*lead, wide_dim(d, ctx), inner_dim(d, ctx)))
+    k, n = a.tensor.shape[-1], wide_dim(draw, ctx)
     batch = tuple(a.tensor.shape[:-2])
-    b = operand(draw, ctx, dtypes_ok={_dtype(a)}, chain=False,
+    b = operand(draw, ctx, dtypes_ok={dtype_of(a)}, chain=False,
                 shape_fits=lambda s: len(s) == rank and s[-2] == k and s[:-2] == batch,
                 make_shape=lambda d: (*batch, k, n))
     if op in (aten.addmm.default, aten.baddbmm.default):
         out = (*batch, a.tensor.shape[-2], b.tensor.shape[-1])
-        return (_bias(draw, ctx, out, _dtype(a)), a, b), {}
+        return (_bias(draw, ctx, out, dtype_of(a)), a, b), {}
     return (a, b), {}
 
 
@@ -154,16 +152,16 @@ def rule_mm(draw, ctx, spec):
 def rule_convolution(draw, ctx, spec):
     nd = choose(draw, (2, 1, 3))
     spatial_max = 3 if nd == 3 else 5
-    x = _ranked(draw, ctx, spec.dtypes, (nd + 2,),
-                lambda d: (_side(d, 1, 2), _side(d), *(_side(d, 1, spatial_max) for _ in range(nd))),
+    x = ranked(draw, ctx, spec.dtypes, (nd + 2,),
+                lambda d: (side(d, 1, 2), side(d), *(side(d, 1, spatial_max) for _ in range(nd))),
                 fits=lambda s: s[1] > 0)
     cin = x.tensor.shape[1]
     groups = choose(draw, [g for g in range(1, cin + 1) if cin % g == 0])
-    cout = groups * _side(draw, 1, 3)
+    cout = groups * side(draw, 1, 3)
     transposed = draw(integers(0, 3)) == 0
-    kernel = [_side(draw, 1, 3) for _ in range(nd)]
-    stride = [_side(draw, 1, 2) for _ in range(nd)]
-    dilation = [_side(draw, 1, 2) for _ in range(nd)]
+    kernel = [side(draw, 1, 3) for _ in range(nd)]
+    stride = [side(draw, 1, 2) for _ in range(nd)]
+    dilation = [side(draw, 1, 2) for _ in range(nd)]
     padding = [draw(integers(0, (k - 1) * dl)) for k, dl in zip(kernel, dilation)]
     if transposed:
         weight_shape = (cin, cout // groups, *kernel)
@@ -171,22 +169,22 @@ def rule_convolution(draw, ctx, spec):
     else:
         weight_shape = (cout, cin // groups, *kernel)
         output_padding = [0] * nd
-    weight = _exact(draw, ctx, weight_shape, _dtype(x))
-    bias = _optional(draw, ctx, (cout,), _dtype(x))
+    weight = exact(draw, ctx, weight_shape, dtype_of(x))
+    bias = _optional(draw, ctx, (cout,), dtype_of(x))
     return (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {}
 
 
 def rule_pool(draw, ctx, spec):
-    x = _ranked(draw, ctx, spec.dtypes, (3, 4),
-                lambda d: (*((_side(d, 1, 2),) if flag(d) else ()), _side(d, 1, 3), _side(d, 1, 5), _side(d, 1, 5)))
+    x = ranked(draw, ctx, spec.dtypes, (3, 4),
+                lambda d: (*((side(d, 1, 2),) if flag(d) else ()), side(d, 1, 3), side(d, 1, 5), side(d, 1, 5)))
     op = spec.overload
     if op is aten._adaptive_avg_pool2d.default:
-        return (x, [_side(draw), _side(draw)]), {}
-    kernel = [_side(draw, 1, 3), _side(draw, 1, 3)]
-    stride = [] if flag(draw) else [_side(draw, 1, 2), _side(draw, 1, 2)]
+        return (x, [side(draw), side(draw)]), {}
+    kernel = [side(draw, 1, 3), side(draw, 1, 3)]
+    stride = [] if flag(draw) else [side(draw, 1, 2), side(draw, 1, 2)]
     padding = [draw(integers(0, k // 2)) for k in kernel]
     if op is aten.max_pool2d_with_indices.default:
-        return (x, kernel, stride, padding, [_side(draw, 1, 2), _side(draw, 1, 2)], flag(draw)), {}
+        return (x, kernel, stride, padding, [side(draw, 1, 2), side(draw, 1, 2)], flag(draw)), {}
     divisor = choose(draw, (None, 1, 3))
     return (x, kernel, stride, padding, flag(draw), not flag(draw), divisor), {}
 
@@ -198,30 +196,30 @@ _EPS = (1e-5, 1e-6, 1e-12)
 
 
 def rule_layer_norm(draw, ctx, spec):
-    x = _ranked(draw, ctx, spec.dtypes, (1, 2, 3), lambda d: tuple(_side(d) for _ in range(_side(d, 1, 3))))
+    x = ranked(draw, ctx, spec.dtypes, (1, 2, 3), lambda d: tuple(side(d) for _ in range(side(d, 1, 3))))
     rank = x.tensor.dim()
     shape = list(x.tensor.shape[rank - draw(integers(1, min(2, rank))):])
-    dt = _dtype(x)
+    dt = dtype_of(x)
     return (x, shape, _optional(draw, ctx, shape, dt), _optional(draw, ctx, shape, dt), choose(draw, _EPS)), {}
 
 
 def _channels_first(draw, ctx, spec, fits=None):
-    return _ranked(draw, ctx, spec.dtypes, (2, 3, 4),
-                   lambda d: (_side(d, 1, 3), _side(d), *(_side(d) for _ in range(_side(d, 0, 2)))),
+    return ranked(draw, ctx, spec.dtypes, (2, 3, 4),
+                   lambda d: (side(d, 1, 3), side(d), *(side(d) for _ in range(side(d, 0, 2)))),
                    fits=lambda s: s[1] > 0 and (fits is None or fits(s)))
 
 
 def rule_batch_norm(draw, ctx, spec):
     x = _channels_first(draw, ctx, spec)
-    c, dt = x.tensor.shape[1], _dtype(x)
+    c, dt = x.tensor.shape[1], dtype_of(x)
     weight, bias = _optional(draw, ctx, (c,), dt), _optional(draw, ctx, (c,), dt)
     momentum, eps = 0.1, choose(draw, (1e-5, 1e-3))
     if spec.overload is aten.native_batch_norm.default and flag(draw):
         # Training, without running stats: with them it would update them in place, which the
         # schema does not declare (functionalized graphs carry the _functional overload instead).
         return (x, weight, bias, None, None, True, momentum, eps), {}
-    mean = _exact(draw, ctx, (c,), dt)
-    var = _exact(draw, ctx, (c,), dt, C.POSITIVE)
+    mean = exact(draw, ctx, (c,), dt)
+    var = exact(draw, ctx, (c,), dt, C.POSITIVE)
     if spec.overload is aten.native_batch_norm.default:
         return (x, weight, bias, mean, var, False, momentum, eps), {}
     return (x, weight, bias, mean, var, momentum, eps), {}
@@ -231,7 +229,7 @@ def rule_group_norm(draw, ctx, spec):
     x = _channels_first(draw, ctx, spec)
     n, c = x.tensor.shape[:2]
     hw = math.prod(x.tensor.shape[2:])
-    dt = _dtype(x)
+    dt = dtype_of(x)
     group = choose(draw, [g for g in range(1, c + 1) if c % g == 0])
     weight, bias = _optional(draw, ctx, (c,), dt), _optional(draw, ctx, (c,), dt)
     if any(v is not None and not v.tensor.is_contiguous() for v in (weight, bias)):
@@ -254,32 +252,32 @@ def rule_sdpa(draw, ctx, spec):
     op = spec.overload
     flash = op is aten._scaled_dot_product_flash_attention_for_cpu.default
     fused = op in _FUSED
-    head = (lambda d: _wide(d, ctx)) if ctx.large else (lambda d: _side(d))
+    head = (lambda d: wide_dim(d, ctx)) if ctx.large else (lambda d: side(d))
     if op in _CUDA_FUSED:
         # the CUDA kernels take head sizes in multiples of 8 (the composite pads others first; the H100,
         # torch 2.11: flash "head_size must be a multiple of 8", cuDNN "hidden_dim should be multiple of
         # 8", efficient attention on f16/bf16 "cutlassF: no kernel found to launch")
-        head = (lambda d: 8 * _side(d, 1, 16 if ctx.large else 2))
-    q = _ranked(draw, ctx, spec.dtypes, (4,),
-                lambda d: (_side(d, 1, 2), _side(d, 1, 2), _side(d), head(d)), fits=lambda s: s[-1] > 0)
+        head = (lambda d: 8 * side(d, 1, 16 if ctx.large else 2))
+    q = ranked(draw, ctx, spec.dtypes, (4,),
+                lambda d: (side(d, 1, 2), side(d, 1, 2), side(d), head(d)), fits=lambda s: s[-1] > 0)
     bsz, heads, length, e = q.tensor.shape
-    dt = _dtype(q)
-    s = _side(draw)
+    dt = dtype_of(q)
+    s = side(draw)
     if fused and 0 in (heads, length, s):
         # the CPU flash kernel divides by these: SIGFPE, the process dies (docs/torch-facts.md 8); the
         # fused CUDA kernels are not launched empty either (the composite returns before them)
         raise StepRejected("a fused attention kernel on an empty head, query or key dim")
-    k = _exact(draw, ctx, (bsz, heads, s, e), dt)
-    v = _exact(draw, ctx, (bsz, heads, s, e if fused else _side(draw)), dt)
+    k = exact(draw, ctx, (bsz, heads, s, e), dt)
+    v = exact(draw, ctx, (bsz, heads, s, e if fused else side(draw)), dt)
     kinds = ["none", "float", "bool"] if not fused else ["none"] if op is _CUDA_FLASH else ["none", "float"]
     kind = choose(draw, kinds)
     mask = None
     if kind == "float":
         # the CUDA kernels take the bias as the composite hands it over: expanded to 4-d
         shapes = [(bsz, heads, length, s)] if op in _BIASED else [(length, s), (bsz, 1, length, s)]
-        mask = _exact(draw, ctx, choose(draw, shapes), dt)
+        mask = exact(draw, ctx, choose(draw, shapes), dt)
     elif kind == "bool":
-        mask = _exact(draw, ctx, (length, s), torch.bool)
+        mask = exact(draw, ctx, (length, s), torch.bool)
     causal = mask is None and flag(draw)
     if fused and any(t is not None and t.tensor.dim() and t.tensor.shape[-1] > 1 and t.tensor.stride(-1) != 1
                      for t in (q, k, v, mask)):
@@ -304,8 +302,8 @@ def rule_sdpa(draw, ctx, spec):
 
 
 def _any_ranked(draw, ctx, spec, min_rank=1, target=False, fits=None):
-    return _ranked(draw, ctx, spec.dtypes, tuple(range(min_rank, 4)),
-                   lambda d: tuple(_side(d) for _ in range(_side(d, min_rank, 3))), target=target, fits=fits)
+    return ranked(draw, ctx, spec.dtypes, tuple(range(min_rank, 4)),
+                   lambda d: tuple(side(d) for _ in range(side(d, min_rank, 3))), target=target, fits=fits)
 
 
 def rule_index(draw, ctx, spec):
@@ -317,7 +315,7 @@ def rule_index(draw, ctx, spec):
         shape = tuple(x.tensor.shape[:indexed])
         values = [flag(draw) for _ in range(math.prod(shape))]
         return (x, [_index_leaf(draw, ctx, shape, values, torch.bool)]), {}
-    shape = tuple(_side(draw, 1, 3) for _ in range(draw(integers(0, 2))))
+    shape = tuple(side(draw, 1, 3) for _ in range(draw(integers(0, 2))))
     idx = [_index_leaf(draw, ctx, shape, _indices(draw, x.tensor.shape[lead + i], math.prod(shape)))
            for i in range(indexed)]
     return (x, [None] * lead + idx), {}
@@ -334,7 +332,7 @@ def rule_index_put(draw, ctx, spec):
     positions = _indices(draw, n, count) if accumulate else _unique(draw, n, count)
     idx = _index_leaf(draw, ctx, (count,), positions)
     result = (*shape[:lead], count, *shape[lead + 1:])
-    values = operand(draw, ctx, dtypes_ok={_dtype(x)}, chain=False, shape_fits=lambda s: broadcasts_into(s, result),
+    values = operand(draw, ctx, dtypes_ok={dtype_of(x)}, chain=False, shape_fits=lambda s: broadcasts_into(s, result),
                      make_shape=lambda d: choose(d, [result, result[-1:], ()]))
     return (x, [None] * lead + [idx], values, accumulate), {}
 
@@ -345,9 +343,9 @@ def rule_gather(draw, ctx, spec):
     dim = _dim(draw, rank)
     n = x.tensor.shape[dim]
     if spec.overload is aten.index_select.default:
-        count = _side(draw, 0, 4)
+        count = side(draw, 0, 4)
         return (x, dim, _index_leaf(draw, ctx, (count,), _indices(draw, n, count, negative=False))), {}
-    shape = tuple(_side(draw, 1, 4) if d == dim % rank else draw(integers(0, s)) for d, s in enumerate(x.tensor.shape))
+    shape = tuple(side(draw, 1, 4) if d == dim % rank else draw(integers(0, s)) for d, s in enumerate(x.tensor.shape))
     idx = _index_leaf(draw, ctx, shape, _indices(draw, n, math.prod(shape), negative=False))
     return (x, dim, idx), {}
 
@@ -376,7 +374,7 @@ def rule_scatter(draw, ctx, spec):
     idx = _index_leaf(draw, ctx, idx_shape, positions)
     if op is aten.scatter.value:
         return (x, dim, idx, rule_scalar(draw, ctx, x, C.ANY_VALUE, inplace=True)), {}
-    src = operand(draw, ctx, dtypes_ok={_dtype(x)}, chain=False,
+    src = operand(draw, ctx, dtypes_ok={dtype_of(x)}, chain=False,
                   shape_fits=lambda s: len(s) == rank and all(a >= b for a, b in zip(s, idx_shape)),
                   make_shape=lambda dr: idx_shape)
     kwargs = {"reduce": choose(draw, ("add", "multiply"))} if op is aten.scatter.reduce else {}
@@ -391,12 +389,12 @@ def rule_slice_scatter(draw, ctx, spec):
     else:
         where = rule_slice(draw, x.tensor)
         part = aten.slice.Tensor(x.tensor, *where)
-    return (x, _exact(draw, ctx, part.shape, _dtype(x)), *where), {}
+    return (x, exact(draw, ctx, part.shape, dtype_of(x)), *where), {}
 
 
 def rule_embedding(draw, ctx, spec):
-    weight = _ranked(draw, ctx, spec.dtypes, (2,), lambda d: (_side(d, 1, 6), _side(d)), fits=lambda s: s[0] > 0)
-    shape = tuple(_side(draw) for _ in range(_side(draw, 1, 2)))
+    weight = ranked(draw, ctx, spec.dtypes, (2,), lambda d: (side(d, 1, 6), side(d)), fits=lambda s: s[0] > 0)
+    shape = tuple(side(draw) for _ in range(side(draw, 1, 2)))
     idx = _index_leaf(draw, ctx, shape, _indices(draw, weight.tensor.shape[0], math.prod(shape), negative=False))
     return (weight, idx), {}
 
@@ -434,7 +432,7 @@ def rule_split(draw, ctx, spec):
             raise StepRejected("unbind is drawn over dims of 1-4")
         return (x, dim), {}
     if op is aten.chunk.default:
-        return (x, _side(draw), dim), {}
+        return (x, side(draw), dim), {}
     if op is aten.split.Tensor:
         return (x, bound(draw, n, max(1, -(-n // 4)), n + 1), dim), {}  # a size past n: one piece
     cuts = sorted(bound(draw, n, 0, n) for _ in range(draw(integers(0, 3))))
@@ -452,7 +450,7 @@ def rule_pad(draw, ctx, spec):
 
 def rule_repeat(draw, ctx, spec):
     x = _any_ranked(draw, ctx, spec, min_rank=0)
-    return (x, [_side(draw, 1, 3) for _ in range(x.tensor.dim() + draw(integers(0, 1)))]), {}
+    return (x, [side(draw, 1, 3) for _ in range(x.tensor.dim() + draw(integers(0, 1)))]), {}
 
 
 def rule_roll(draw, ctx, spec):
@@ -466,7 +464,7 @@ def rule_roll(draw, ctx, spec):
 
 def rule_stack(draw, ctx, spec):
     x = _any_ranked(draw, ctx, spec, min_rank=0)
-    others = [_exact(draw, ctx, x.tensor.shape, _dtype(x)) for _ in range(draw(integers(0, 2)))]
+    others = [exact(draw, ctx, x.tensor.shape, dtype_of(x)) for _ in range(draw(integers(0, 2)))]
     rank = x.tensor.dim()
     return ([x, *others], draw(integers(-rank - 1, rank))), {}
 
@@ -476,8 +474,8 @@ def rule_expand_as(draw, ctx, spec):
     shape = tuple(x.tensor.shape)
 
     def make(d):
-        lead = [_side(d, 1, 3) for _ in range(d(integers(0, 1)))]
-        return (*lead, *(_side(d, 1, 3) if n == 1 and flag(d) else n for n in shape))
+        lead = [side(d, 1, 3) for _ in range(d(integers(0, 1)))]
+        return (*lead, *(side(d, 1, 3) if n == 1 and flag(d) else n for n in shape))
 
     other = operand(draw, ctx, dtypes_ok=C.ANY, chain=False, shape_fits=lambda s: broadcasts_into(shape, s),
                     make_shape=make)
@@ -497,10 +495,10 @@ def rule_fill(draw, ctx, spec):
     if op is aten.scalar_tensor.default:
         return (value,), kwargs
     if op is aten.arange.default:
-        return (_side(draw, 0, 8),), kwargs
+        return (side(draw, 0, 8),), kwargs
     if op is aten.arange.start_step:
         start, step = draw(integers(-4, 4)), choose(draw, (1, 2, -1, 0.5))
-        end = start + step * _side(draw, 0, 8)
+        end = start + step * side(draw, 0, 8)
         if step != int(step) and kwargs.get("dtype") in C.INTEGRAL:
             # the step truncates to 0 in the dtype: eager repeats the start (or returns nothing), and
             # torch's fake propagation refuses ("step must be nonzero"): no pipeline hands that over
@@ -524,133 +522,19 @@ def rule_quantize(draw, ctx, spec):
     if spec.overload is QUANTIZE:
         x = operand(draw, ctx, dtypes_ok=spec.dtypes)
         return (x, *_qparams(draw)), {}
-    quantized = [v for v in ctx.builder.values if _dtype(v) in (torch.int8, torch.uint8)]
+    quantized = [v for v in ctx.builder.values if dtype_of(v) in (torch.int8, torch.uint8)]
     if quantized and flag(draw):
         q = choose(draw, quantized)
         params = q.call[1][1:] if q.call is not None and q.call[0] is not None else _qparams(draw)
         if draw(integers(0, 3)) == 0:  # now and then with other parameters than it was quantized with
-            params = (*_qparams(draw)[:4], _dtype(q))
+            params = (*_qparams(draw)[:4], dtype_of(q))
     else:
-        _room(ctx, 2)
+        need_room(ctx, 2)
         x = operand(draw, ctx, dtypes_ok={torch.float32})
         params = _qparams(draw)
-        q = ctx.builder.call(_row(QUANTIZE), QUANTIZE, (x, *params), {})
+        q = ctx.builder.call(rows_named(QUANTIZE)[0], QUANTIZE, (x, *params), {})
     return (q, *params), {}
 
-
-# --- chains --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Several nodes as a decomposition leaves them; drawn as a step of ``category``."""
-
-    name: str
-    category: str
-    emit: object  # (draw, ctx, rows) -> Value, the chain's last result
-    overloads: tuple  # what it emits (a chain is drawn only where ops= allows all of them)
-
-    def __repr__(self) -> str:
-        return f"Chain({self.name})"
-
-
-def _row(overload):
-    from ._ops import rows_named
-
-    return rows_named(overload)[0]
-
-
-def chain_linear(draw, ctx):
-    """``linear`` as ATen graphs carry it: ``t`` of the weight, ``addmm`` (or ``mm``, or ``mm`` and an
-    ``add`` of the bias), and for a 3-d input ``view`` to 2-d before and ``_unsafe_view`` back after."""
-    b = ctx.builder
-    _room(ctx, 5)
-    x = _ranked(draw, ctx, C.FLOAT, (2, 3), lambda d: (*((_side(d, 1, 2),) if flag(d) else ()), _wide(d, ctx),
-                                                        _inner(d, ctx)))
-    k, n, dt = x.tensor.shape[-1], _wide(draw, ctx), _dtype(x)
-    weight = _exact(draw, ctx, (n, k), dt)
-    wt = b.call(_row(aten.t.default), aten.t.default, (weight,), {})
-    lead = list(x.tensor.shape[:-1])
-    x2 = x if len(lead) == 1 else b.call(_row(aten.view.default), aten.view.default, (x, [math.prod(lead), k]), {})
-    form = draw(integers(0, 2))
-    if form == 0:  # no bias
-        out = b.call(_row(aten.mm.default), aten.mm.default, (x2, wt), {})
-    elif form == 1:  # the bias fused, as decompositions emit it
-        out = b.call(_row(aten.addmm.default), aten.addmm.default, (_exact(draw, ctx, (n,), dt), x2, wt), {})
-    else:  # as traced from x @ w.t() + b, the add's keyword arguments drawn as its row draws them
-        add = _row(aten.add.Tensor)
-        out = b.call(_row(aten.mm.default), aten.mm.default, (x2, wt), {})
-        bias = _exact(draw, ctx, (n,), dt)
-        args = (out, bias) if flag(draw) is False else (bias, out)
-        out = b.call(add, aten.add.Tensor, args, draw_kwargs(draw, ctx, add, args[0], {}))
-    if len(lead) > 1:
-        out = b.call(_row(aten._unsafe_view.default), aten._unsafe_view.default, (out, [*lead, n]), {})
-    return out
-
-
-def chain_rms_norm(draw, ctx):
-    """RMS norm as models write it: ``x * rsqrt(mean(x ** 2, -1, keepdim) + eps)``, in float32 for
-    half-precision inputs (cast there and back), times a weight three times in four."""
-    b = ctx.builder
-    _room(ctx, 8)
-    x = _ranked(draw, ctx, C.FLOAT, (1, 2, 3), lambda d: tuple(_side(d) for _ in range(_side(d, 1, 3))),
-                fits=lambda s: s[-1] > 0)
-    dt = _dtype(x)
-    h = x
-    if dt in (torch.float16, torch.bfloat16) and flag(draw):
-        h = b.call(_row(aten._to_copy.default), aten._to_copy.default, (x,), {"dtype": torch.float32})
-    sq = b.call(_row(aten.pow.Tensor_Scalar), aten.pow.Tensor_Scalar, (h, 2), {})
-    ms = b.call(_row(aten.mean.dim), aten.mean.dim, (sq, [-1], True), {})
-    ms = b.call(_row(aten.add.Tensor), aten.add.Tensor, (ms, choose(draw, (1e-6, 1e-5))), {})
-    out = b.call(_row(aten.mul.Tensor), aten.mul.Tensor,
-                 (h, b.call(_row(aten.rsqrt.default), aten.rsqrt.default, (ms,), {})), {})
-    if h is not x:
-        out = b.call(_row(aten._to_copy.default), aten._to_copy.default, (out,), {"dtype": dt})
-    if draw(integers(0, 3)):
-        weight = _exact(draw, ctx, x.tensor.shape[-1:], dt)
-        out = b.call(_row(aten.mul.Tensor), aten.mul.Tensor, (weight, out) if flag(draw) else (out, weight), {})
-    return out
-
-
-def chain_empty_write(draw, ctx):
-    """``empty`` followed by a write of every element (``copy_`` of a value, or ``fill_``): what
-    lowered ``new_empty`` / out-variant code leaves in graphs. The empty tensor is never read first."""
-    b = ctx.builder
-    _room(ctx, 2)
-    src = operand(draw, ctx, dtypes_ok=C.ANY)
-    dtype = _dtype(src) if flag(draw) else draw(ctx.dtypes)
-    empty = b.call(None, aten.empty.memory_format, (list(src.tensor.shape),),
-                   {"dtype": dtype}, check=False, pure=False)
-    try:
-        if flag(draw):
-            return b.call(_row(aten.fill_.Scalar), aten.fill_.Scalar,
-                          (empty, draw(scalars(dtype, special_values=ctx.special_values))), {})
-        return b.call(_row(aten.copy_.default), aten.copy_.default, (empty, src), {})
-    except StepRejected:
-        b.remove_last(empty)  # never leave the garbage behind
-        raise
-
-
-CHAINS = (
-    Chain("linear", C.MATMUL, chain_linear,
-          (aten.t.default, aten.view.default, aten.mm.default, aten.addmm.default, aten.add.Tensor,
-           aten._unsafe_view.default)),
-    Chain("rms_norm", C.NORM, chain_rms_norm,
-          (aten._to_copy.default, aten.pow.Tensor_Scalar, aten.mean.dim, aten.add.Tensor, aten.rsqrt.default,
-           aten.mul.Tensor)),
-    Chain("empty_write", C.FACTORY, chain_empty_write,
-          (aten.empty.memory_format, aten.fill_.Scalar, aten.copy_.default)),
-)
-
-
-def _quantized_decomposed():
-    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers torch.ops.quantized_decomposed
-
-    return torch.ops.quantized_decomposed
-
-
-QUANTIZE = _quantized_decomposed().quantize_per_tensor.default
-DEQUANTIZE = _quantized_decomposed().dequantize_per_tensor.default
 
 CALL_RULES = {
     C.MM: rule_mm,

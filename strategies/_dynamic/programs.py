@@ -10,7 +10,7 @@ arguments computed from its inputs' sizes (``x.size(0) * x.size(1)``, ``x.size(d
 How it draws (and shrinks): first the symbols (1-3, distinct example sizes 2-7, shrinking towards
 small ones), then the inputs (each dim a symbol, some inputs sharing one, or a static 1 where
 broadcasting needs it), then a list of steps, each drawn as its own unit after a "one more?" flag.
-A step is a row of ``STEPS`` (``_dynamic_steps.py``) applied to values built so far (earliest first); its shape arguments
+A step is a row of ``STEPS`` (``steps.py``) applied to values built so far (earliest first); its shape arguments
 are expressions of those values' sizes. Shapes are tracked as sympy expressions of the symbols,
 so a step is only drawn where it holds for every size (a broadcast between two symbols never is).
 Shrinking deletes steps, moves operands towards the first input and rows towards the first row.
@@ -26,11 +26,14 @@ import torch
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from ._builder import _quiet_fake_log
-from ._draws import choose, flag, index, integers
-from ._dynamic_steps import _KINDS, ARITH, STEP_OPS, STEPS, Step, Value, _Skip
-from ._errors import InvalidArgument
-from ._symshapes import graph_symbolic_shapes, size_symbol
+from .._build.eager import quiet_fake_log
+from .._draws import choose, flag, index, integers
+from .steps import _KINDS, ARITH, STEP_OPS, STEPS, Step, Value, _Skip
+from .._errors import InvalidArgument
+from .symshapes import graph_symbolic_shapes, size_symbol
+from .._draw.case import GraphCase
+from .._draw.focus import Focus
+from .._tensors import Layout, tensor_with_layout
 
 MAX_NUMEL = 4096  # at the example sizes; other sizes the harness picks stay near them
 FLOATS = (torch.float32, torch.float32, torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -81,7 +84,7 @@ def _step(draw) -> None:
     ctx.add(shape, ctx.vals[x].dtype)
 
 
-_STEP = _step()  # one strategy for every step (see _graphs._STEP); the program being drawn is in _CURRENT
+_STEP = _step()  # one strategy for every step (see _draw/draw.py's _STEP); the program being drawn is in _CURRENT
 
 
 class _Local(threading.local):
@@ -115,8 +118,6 @@ def focus_kinds(ops) -> tuple:
     """The ``STEPS`` rows whose traces hold any of ``ops`` (OpOverloads or names such as
     ``"aten.slice.Tensor"``, ``"aten.slice"`` for every overload); InvalidArgument naming the ops
     no row makes."""
-    from ._focus import Focus
-
     names = Focus(ops=ops).op_names()
 
     def makes(row_ops, name) -> bool:
@@ -138,9 +139,6 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     ``focus``: ``STEPS`` rows drawn three times in four (``focus_kinds``). ``seeds``: the user's
     example programs (``SeedGraph``), half the graphs one of them traced symbolically at new sizes."""
     from torch.fx.experimental.proxy_tensor import make_fx
-
-    from ._graphs import GraphCase
-    from ._tensors import Layout, tensor_with_layout
 
     if seeds and flag(draw):
         return _seed_case(draw, choose(draw, seeds))
@@ -185,7 +183,7 @@ def dynamic_graph_cases(draw, *, dtypes, min_nodes: int, max_nodes: int, min_inp
     inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
     program = _program(tuple(ctx.steps), tuple(outs), size_out)
     try:
-        with _quiet_fake_log():  # a meta kernel's refusal is the tracer's answer, logged as an error
+        with quiet_fake_log():  # a meta kernel's refusal is the tracer's answer, logged as an error
             gm = make_fx(program, tracing_mode="symbolic")(*inputs)
     except Exception:  # noqa: BLE001 - a program torch cannot trace symbolically is not drawn
         reject()
@@ -207,9 +205,6 @@ def _seed_case(draw, seed):
     as the program's shapes need), values drawn anew. Rejected where the trace specialises every
     size (a program with its sizes baked in) or fails."""
     from torch.fx.experimental.proxy_tensor import make_fx
-
-    from ._graphs import GraphCase
-    from ._tensors import Layout, tensor_with_layout
 
     program = seed.program if seed.program is not None else seed.gm
     resized, used = {}, set()
@@ -233,7 +228,7 @@ def _seed_case(draw, seed):
 
     inputs = tuple(layout.apply(base.clone()) for base, layout in recipes)
     try:
-        with _quiet_fake_log():
+        with quiet_fake_log():
             gm = make_fx(as_tuple, tracing_mode="symbolic")(*inputs)
         shapes = graph_symbolic_shapes(gm)
     except Exception:  # noqa: BLE001 - a program torch cannot trace symbolically (or sizes it relates) is not drawn

@@ -1,25 +1,26 @@
-"""Drawing rules: one function per argument kind of the op catalog.
+"""Operands: how a call's tensor operands and scalars are picked or made.
 
 Operands are picked from values already in the graph (so graphs are DAGs with reuse, and equal
 operands are common) or, as the last choice, created as a new input or constant. Index choices
-shrink towards the earliest value, i.e. towards the graph's first input.
+shrink towards the earliest value, i.e. towards the graph's first input. ``DrawContext`` is what a
+rule sees of the graph being drawn.
 """
+
 
 from __future__ import annotations
 
 import functools
 import math
-import sys
 from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
-from . import _catalog as C
-from ._aims import FINITE, INTEGRAL, TIES, aimed
-from ._builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
-from ._draws import bound, choose, flag, integers, neutral_or_index
-from ._tensors import Layout, broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
+from .._build.builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
+from .._catalog import vocabulary as C
+from .._catalog.aims import FINITE, INTEGRAL, TIES, aimed
+from .._draws import choose, flag, integers, neutral_or_index
+from .._tensors import Layout, broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
 
 
 @dataclass
@@ -40,17 +41,14 @@ class DrawContext:
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     edges: tuple = ()  # (producer row, consumer row) pairs a focused graph draws chained
     chained: bool = False  # an edge's consumer is being drawn: its first operand is ctx.prefer where it fits
-    aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_aims.py)
-    seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_seeds.py)
+    aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_catalog/aims.py)
+    seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_draw/seeds.py)
     max_nodes: int = 64
     large: bool = False  # sizes="large": some leaves of 4096-65536 elements, matmul dims over 64
 
     @property
     def max_numel(self) -> int:
         return self.builder.max_numel
-
-
-# --- domains on concrete values -----------------------------------------------------------------
 
 
 def in_domain(t: torch.Tensor, domain: str, special_values: bool) -> bool:
@@ -71,9 +69,6 @@ def in_domain(t: torch.Tensor, domain: str, special_values: bool) -> bool:
         C.BASE: lambda: (t.abs() <= 4).all() if integral else ((t > 0) & (t <= 4)).all(),
     }
     return bool(checks[domain]())
-
-
-# --- operands ------------------------------------------------------------------------------------
 
 
 def broadcasts_with(shape, other, limit: int = 2048) -> bool:
@@ -232,16 +227,6 @@ def _shapes_broadcasting_into(draw, shape):
     return tuple(1 if flag(draw) else n for n in shape[dropped:])
 
 
-# --- rules for non-operand kinds ----------------------------------------------------------------
-
-
-def _dim(draw, rank, *, extra=0):
-    """A dim index valid for ``rank + extra`` positions, negative about a third of the time."""
-    n = max(rank + extra, 1)
-    d = draw(integers(0, n - 1))
-    return d - n if draw(integers(0, 2)) == 2 else d
-
-
 def rule_scalar(draw, ctx, like, domain, *, inplace=False, floats_ok=True):
     """A scalar operand for ``like``'s dtype. An integer tensor gets a float scalar half the time
     where the op allows (``int_tensor * 0.5`` is float: type promotion lives there), never when
@@ -281,254 +266,8 @@ def _pool_scalar(draw, ctx, dtype, domain, floats_ok):
     return int(v) if (integral and not floats_ok) or flag(draw) else float(v)
 
 
-_RESHAPE_MOVES = ("same", "flatten", "merge", "split", "unsqueeze", "squeeze")
-
-
-def rule_shape(draw, t):
-    shape = list(t.shape)
-    move = choose(draw, _RESHAPE_MOVES)
-    if move == "flatten":
-        shape = [t.numel()]
-    elif move == "merge" and len(shape) >= 2:
-        i = draw(integers(0, len(shape) - 2))
-        shape[i:i + 2] = [shape[i] * shape[i + 1]]
-    elif move == "split" and shape:
-        i = draw(integers(0, len(shape) - 1))
-        divisors = [d for d in range(1, shape[i] + 1) if shape[i] % d == 0] or [1]
-        d = choose(draw, divisors)
-        shape[i:i + 1] = [d, shape[i] // d] if shape[i] else [0, 1]
-    elif move == "unsqueeze":
-        shape.insert(draw(integers(0, len(shape))), 1)
-    elif move == "squeeze" and 1 in shape:
-        shape.remove(1)
-    if shape and t.numel() and flag(draw):
-        shape[draw(integers(0, len(shape) - 1))] = -1
-    return [shape]
-
-
-def rule_expand_shape(draw, t):
-    shape = [n if n != 1 or flag(draw) else draw(integers(1, 3)) for n in t.shape]
-    shape = [-1 if draw(integers(0, 3)) == 0 else n for n in shape]
-    lead = [draw(integers(1, 3)) for _ in range(draw(integers(0, 2)))]
-    return [lead + shape]
-
-
-def rule_slice(draw, t):
-    rank = t.dim()
-    if rank == 0:
-        raise StepRejected("slice needs a dimension")
-    dim = _dim(draw, rank)
-    n = t.shape[dim]
-    start = bound(draw, n, -n - 1, n + 1)
-    end = sys.maxsize if draw(integers(0, 3)) == 3 else bound(draw, n, -n - 1, n + 2)  # traced graphs say INT64_MAX
-    step = draw(integers(1, 3))
-    return [dim, start, end, step]
-
-
-def rule_select(draw, t):
-    dims = [d for d, n in enumerate(t.shape) if n > 0]
-    if not dims:
-        raise StepRejected("select needs a non-empty dimension")
-    dim = choose(draw, dims)
-    n = t.shape[dim]
-    index = bound(draw, n, -n, n - 1)
-    return [dim - t.dim() if flag(draw) else dim, index]
-
-
-def rule_flatten(draw, t):
-    rank = max(t.dim(), 1)
-    start = draw(integers(0, rank - 1))
-    end = draw(integers(start, rank - 1))
-    return [start, end - rank if flag(draw) else end]
-
-
-def rule_strided(draw, t):
-    # Only over a tensor that owns its storage densely: then the result depends on values alone.
-    if not t.is_contiguous() or t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-        raise StepRejected("as_strided is only drawn over densely owned storage")
-    n = t.numel()
-    size = [draw(integers(0, 4)) for _ in range(draw(integers(0, 3)))]
-    stride = [draw(integers(0, 4)) for _ in size]
-    extent = 1 + sum((s - 1) * st_ for s, st_ in zip(size, stride)) if all(size) else 0
-    if extent > n:
-        raise StepRejected("as_strided extent exceeds the storage")
-    offset = draw(integers(0, max(n - extent, 0))) if n else 0
-    return [size, stride, offset]
-
-
-def rule_diagonal(draw, t):
-    if t.dim() < 2:
-        raise StepRejected("diagonal needs two dimensions")
-    d1 = _dim(draw, t.dim())
-    d2 = _dim(draw, t.dim())
-    if d1 % t.dim() == d2 % t.dim():
-        raise StepRejected("diagonal needs two different dimensions")
-    return [draw(integers(-2, 2)), d1, d2]
-
-
-def rule_unfold(draw, t):
-    dim = _dim(draw, t.dim())
-    n = t.shape[dim] if t.dim() else 1
-    return [dim, bound(draw, n, 1, max(n, 1)), draw(integers(1, 3))]
-
-
-def rule_dims(draw, t):
-    rank = t.dim()
-    if rank == 0:
-        return [choose(draw, ([0], [-1], []))]
-    picked = [d for d in range(rank) if flag(draw)]
-    return [[d - rank if flag(draw) else d for d in picked]]  # [] reduces every dim
-
-
-@functools.lru_cache(maxsize=16)
-def _permutations(rank):
-    return st.permutations(range(rank))
-
-
 @functools.lru_cache(maxsize=1024)
 def _broadcastable(shape):
     # Up to rank 3 whatever ``shape``'s rank: a second operand of higher rank than the first
     # (x[4] - y[3, 4]) is where operand-order rewrites break.
     return broadcastable_shapes(shape, max_side=4, max_dims=max(len(shape), 3))
-
-
-def rule_perm(draw, t):
-    return [list(draw(_permutations(t.dim())))]
-
-
-def rule_squeezable_dim(draw, t):
-    ones = [d for d, n in enumerate(t.shape) if n == 1]
-    if ones and flag(draw) is False:
-        return [choose(draw, ones)]
-    return [_dim(draw, t.dim())]
-
-
-SHAPE_RULES = {
-    C.SHAPE: rule_shape,
-    C.EXPAND_SHAPE: rule_expand_shape,
-    C.PERM: rule_perm,
-    C.SLICE: rule_slice,
-    C.SELECT: rule_select,
-    C.FLATTEN: rule_flatten,
-    C.STRIDED: rule_strided,
-    C.DIAGONAL: rule_diagonal,
-    C.UNFOLD: rule_unfold,
-    C.DIMS: rule_dims,
-    C.SQUEEZABLE_DIM: rule_squeezable_dim,
-    C.DIM: lambda draw, t: [_dim(draw, t.dim())],
-    C.DIM_INSERT: lambda draw, t: [_dim(draw, t.dim(), extra=1)],
-    C.KEEPDIM: lambda draw, t: [flag(draw)],
-}
-
-
-# --- a whole call ----------------------------------------------------------------------------------
-
-
-def rule_view_dtype(draw, t):
-    same = [d for d in C.ALL_DTYPES if d is not t.dtype and d.itemsize == t.dtype.itemsize]
-    if not same:
-        raise StepRejected(f"no other dtype of {t.dtype}'s size in the catalog")
-    return [choose(draw, same)]
-
-
-SHAPE_RULES[C.VIEW_DTYPE] = rule_view_dtype
-
-
-def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
-    """Draw ``(args, kwargs)`` for ``spec``: Values for operands, literals for everything else."""
-    inplace = spec.category == C.INPLACE
-    first_kind = spec.args[0]
-    if first_kind == C.TENSORS:
-        return _cat_args(draw, ctx, spec)
-    if spec.draws_whole_call:
-        from ._calls import CALL_RULES
-
-        args, kwargs = CALL_RULES[first_kind](draw, ctx, spec)
-        first = next((a for a in args if isinstance(a, Value)), None)
-        return tuple(args), draw_kwargs(draw, ctx, spec, first, kwargs)
-    first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
-    first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
-                    metadata=spec.mutates_metadata)
-    # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
-    args: list = [first]
-    like = first
-    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
-    for position, kind in enumerate(spec.args[1:], start=1):
-        domain = spec.domain_of(position)
-        # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step (one in
-        # four again for an edge's consumer: the edge's pattern, add(mm(a, b), bias), has a tensor there).
-        if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
-                                          and draw(integers(0, 3)) < (2 if ctx.focus_step and not ctx.chained else 3)):
-            ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
-            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
-            args.append(v)
-            if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
-                like = v
-        elif kind in (C.SCALAR, C.TENSOR_OR_SCALAR):
-            args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace, floats_ok=floats_ok))
-        elif kind == C.SCALAR_TENSOR:
-            args.append(operand(draw, ctx, dtypes_ok={first.tensor.dtype}, domain=domain, chain=False,
-                                shape_fits=lambda s: s == (), make_shape=lambda d: ()))
-        elif isinstance(kind, tuple):
-            args.append(choose(draw, kind))  # a literal
-        elif kind == C.DTYPE:
-            args.append(draw(ctx.dtypes))
-        else:
-            args.extend(SHAPE_RULES[kind](draw, first.tensor))
-    return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
-
-
-def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:
-    """The row's keyword arguments not already drawn, each optional one half the time, and then
-    never its schema default (``alpha=1`` is what leaving it out means: a draw of it would be one
-    fewer graph with a real ``alpha``, and a pass that drops ``alpha`` goes unseen there)."""
-    inplace = spec.category == C.INPLACE
-    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
-    for kw in spec.kwargs:
-        if kw.name in kwargs or (not kw.required and flag(draw) is False):
-            continue
-        default = None if kw.required else _schema_default(spec.overload, kw.name)
-        for _ in range(3):
-            if kw.values == C.SCALAR:
-                value = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
-            elif kw.values == C.DTYPE:
-                value = draw(ctx.dtypes)
-            else:
-                value = choose(draw, kw.values)
-            if default is None or not _equals(value, default):
-                kwargs[kw.name] = value
-                break
-    return kwargs
-
-
-def _schema_default(overload, name):
-    for arg in overload._schema.arguments:
-        if arg.name == name and arg.has_default_value() and arg.default_value is not None:
-            return arg.default_value
-    return None
-
-
-def _equals(value, default) -> bool:
-    try:
-        return type(value) is not bool and value == default  # a bool is a form of its own (alpha=True)
-    except Exception:  # noqa: BLE001 - a dtype against a number, say
-        return False
-
-
-def _cat_args(draw, ctx, spec):
-    first = operand(draw, ctx, dtypes_ok=spec.dtypes)
-    t = first.tensor
-    if t.dim() == 0:
-        raise StepRejected("cat needs at least one dimension")
-    dim = _dim(draw, t.dim())
-    d = dim % t.dim()
-
-    def same_but_dim(v):
-        s = v.tensor.shape
-        return v.tensor.dim() == t.dim() and all(a == b for i, (a, b) in enumerate(zip(s, t.shape)) if i != d)
-
-    others = []
-    for _ in range(draw(integers(0, 2))):
-        candidates = [v for v in ctx.builder.values if same_but_dim(v) and v.tensor.dtype in spec.dtypes]
-        others.append(choose(draw, candidates))
-    return ([first, *others], dim), {}

@@ -39,10 +39,12 @@ import torch.nn.functional as F
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from ._draws import Weighted, choose, flag, integers, neutral_or_index
-from ._errors import InvalidArgument
-from ._tensors import draw_layout, tensor_with_layout
-from ._validation import check_bool, check_int_range
+from .._draws import Weighted, choose, flag, integers, neutral_or_index
+from .._errors import InvalidArgument
+from .._tensors import draw_layout, tensor_with_layout
+from .._validation import check_bool, check_int_range
+from .._draw.case import GraphCase, _rebuild
+from .._draw.features import graph_features
 
 MAX_NUMEL = 1024  # elements a drawn value may hold: graphs stay fast, and what failures shrink to
 MAX_LAYERS = 32
@@ -436,8 +438,6 @@ def torch_graph_cases(*, max_layers: int = 8, special_values: bool = True) -> st
 
 @st.composite
 def _torch_cases(draw, max_layers: int, special_values: bool):
-    from ._graphs import GraphCase, _rebuild  # _graphs imports this module
-
     training = draw(integers(0, 5)) == 5
     dtype = torch.float64 if draw(integers(0, 4)) == 4 else torch.float32
     first = _first_shape(draw, _FAMILIES.draw(draw))
@@ -508,9 +508,6 @@ _CURRENT = threading.local()
 def _features(gm: fx.GraphModule, recipes) -> frozenset:
     """``graph_features`` (its run leaves the module's state as drawn: a train-mode batch norm writes
     its running statistics), and the tags it reads off ATen schemas, from torch-level nodes."""
-    from ._features import graph_features
-    from ._graphs import _rebuild
-
     saved = [t.clone() for t in gm.buffers()]
     try:
         found = set(graph_features(gm, _rebuild(recipes)))

@@ -27,7 +27,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ._errors import InvalidArgument
+from .._errors import InvalidArgument
+from .._build.eager import quiet_fake_log
 
 
 INT64_MAX = 2**63 - 1  # the largest size a tensor can have
@@ -104,9 +105,7 @@ class SymbolicShapes:
         copy = fx.GraphModule(gm, _graph_copy(gm.graph), class_name=type(gm).__name__)
         # The Python dispatcher, as make_fx runs it: without it ops whose C++ fake kernels read
         # sizes as ints (constant_pad_nd) specialise the symbols they touch.
-        from ._builder import _quiet_fake_log
-
-        with enable_python_dispatcher(), _quiet_fake_log():  # what raises is the caller's to report
+        with enable_python_dispatcher(), quiet_fake_log():  # what raises is the caller's to report
             FakeTensorProp(copy, run.fake_mode).propagate_dont_convert_inputs(*run.fakes)
         run.gm = copy
         return run

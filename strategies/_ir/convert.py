@@ -26,7 +26,7 @@ so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has 
   are leading placeholders.
 - ``pre-dispatch``: ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to
   placeholders: in-place ops, CompositeImplicit ops and ``_set_grad_enabled`` nodes kept.
-- ``torch``: not a conversion: ``fx.symbolic_trace`` of a drawn ``nn.Module`` (``_torch_ir.py``),
+- ``torch``: not a conversion: ``fx.symbolic_trace`` of a drawn ``nn.Module`` (``torch_ir.py``),
   what pre-grad and module-level passes take (``call_module``, ``torch.nn.functional``, methods).
 
 The conversion is a function of the drawn graph, so a converted case shrinks with it. A graph the
@@ -47,10 +47,14 @@ import torch
 import torch.fx as fx
 from hypothesis import reject
 
-from ._builder import quiet_logs
-from ._device import device_of, forked_rng
-from ._errors import InvalidArgument
-from ._tensors import Layout
+from .._build.eager import quiet_logs
+from .._build.device import device_of, forked_rng
+from .._errors import InvalidArgument
+from .._tensors import Layout
+from .._build.meta import attach_meta
+from .._draw.case import GraphCase, _rebuild
+from .._draw.features import graph_features
+from .torch_ir import torch_ir_errors
 
 IRS = ("aten", "post-grad", "export", "export-module", "dynamo", "pre-dispatch", "torch")
 ALIASES = {"core-aten": "export"}
@@ -203,8 +207,6 @@ def to_ir(gm: fx.GraphModule, inputs, ir: str):
 def _trace(gm: fx.GraphModule, inputs, ir: str):
     """``to_ir``, and which of ``(*buffers, *inputs)`` each placeholder of the traced graph takes
     (None: all, in order)."""
-    from ._meta import attach_meta
-
     ir = check_ir(ir)
     if ir == "torch":
         raise InvalidArgument("ir='torch' graphs are traced from nn.Modules (fx.symbolic_trace), not converted "
@@ -254,9 +256,6 @@ def convert(case, ir: str):
     """``case`` (a drawn aten ``GraphCase``) in ``ir`` (``to_ir``). Calls ``hypothesis.reject()``
     where the tracer cannot take it, or where the trace does not run (a stage may trace what eager
     cannot run: torch-facts section 10)."""
-    from ._features import graph_features
-    from ._graphs import GraphCase, _rebuild
-
     if ir == "aten":
         return case
     if ir in _NO_METADATA_MUTATION and "metadata-mutation" in case.features:
@@ -288,8 +287,6 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
     """What in ``gm`` breaks the invariants of ``ir`` (empty when none): one line per problem."""
     ir = check_ir(ir)
     if ir == "torch":
-        from ._torch_ir import torch_ir_errors
-
         return torch_ir_errors(gm)
     errors = []
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]

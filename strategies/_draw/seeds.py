@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from . import _catalog as C
-from ._builder import MAX_NUMEL, StepRejected
-from ._draws import choose, flag, integers
-from ._errors import InvalidArgument
-from ._ops import rows_named
-from ._tensors import tensor_with_layout
+from .._catalog import vocabulary as C
+from .._build.builder import MAX_NUMEL, StepRejected
+from .._draws import choose, flag, integers
+from .._errors import InvalidArgument
+from .._catalog.ops import rows_named
+from .._tensors import tensor_with_layout
 
 
 @dataclass(frozen=True, eq=False)

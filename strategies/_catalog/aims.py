@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from ._draws import choose, integers
+from .._draws import choose, integers
 
 TIES, UNREPRESENTABLE, LARGE, ZEROS, INTEGRAL, FINITE = "ties", "unrepresentable", "large", "zeros", "integral", "finite"
 

@@ -22,21 +22,18 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from . import _catalog as C
-from ._device import placed, record_attempt, rng_state, seeded, set_rng_state
-from ._meta import FakeViews
-from ._meta import shared_fake_mode as _shared_fake_mode
-from ._tensors import Layout
+from .._catalog import vocabulary as C
+from .._tensors import Layout
+from .device import RNG_SEED, placed, rng_state, seeded, set_rng_state
+from .eager import (FIRST_RESULT_ONLY, RUN_TWICE, StepRejected, attempt, quiet_fake_log, run_eager, same_bits,
+                    crashes_in_trial, kills_eager)
+from .meta import FakeViews
+from .meta import shared_fake_mode as _shared_fake_mode
 
 MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels cheap
 MAX_NUMEL_LARGE = 1 << 18  # sizes="large": tensors of 4096-65536 elements, and what they compute
-RNG_SEED = 0  # the global generator's seed before every run of a graph with random ops
 INPUT, CONSTANT, TEMP = "input", "constant", "temp"
 set_grad_enabled = torch._C._set_grad_enabled
-
-
-class StepRejected(Exception):
-    """A drawn node cannot be added (it would raise, overflow, or write somewhere undefined)."""
 
 
 @dataclass(eq=False)
@@ -110,7 +107,7 @@ class GraphBuilder:
         return self._by_node[node]
 
     def fake_of(self, t: torch.Tensor):
-        """A fake tensor with ``t``'s metadata right now (see ``_meta.FakeViews``)."""
+        """A fake tensor with ``t``'s metadata right now (see ``meta.FakeViews``)."""
         if self._views is None:
             self._views = FakeViews(self.fake_mode)
         return self._views.fake_of(t)
@@ -144,8 +141,8 @@ class GraphBuilder:
         if inplace:
             out = self._call_inplace(spec, target, args, real_args, real_kwargs)
         else:
-            out = self._run_seeded(target, real_args, real_kwargs) if random else _attempt(target, real_args, real_kwargs)
-            if target in RUN_TWICE and not _same_bits(out, _run(target, real_args, real_kwargs)):
+            out = self._run_seeded(target, real_args, real_kwargs) if random else attempt(target, real_args, real_kwargs)
+            if target in RUN_TWICE and not same_bits(out, run_eager(target, real_args, real_kwargs)):
                 raise StepRejected(f"{target} gave two results on these values")
             if isinstance(out, (tuple, list)):
                 if self.n_calls + 2 > self.max_nodes:
@@ -200,7 +197,7 @@ class GraphBuilder:
         """The call as torch's fake-tensor propagation runs it, on fakes of the operands (fresh fake
         views, so a metadata-mutating op changes no ``meta['val']``); an exception is returned."""
         try:
-            with self.fake_mode, warnings.catch_warnings(), _quiet_fake_log():
+            with self.fake_mode, warnings.catch_warnings(), quiet_fake_log():
                 warnings.simplefilter("ignore")
                 return target(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - any refusal is a disagreement with eager, which ran
@@ -236,7 +233,7 @@ class GraphBuilder:
         with seeded(self.run_device, RNG_SEED):
             if self._rng is not None:
                 set_rng_state(self.run_device, self._rng)
-            out = _attempt(target, args, kwargs)
+            out = attempt(target, args, kwargs)
             self._pending_rng = rng_state(self.run_device)
             return out
 
@@ -256,11 +253,11 @@ class GraphBuilder:
         # Trial on a private copy first: a failed in-place op must not leave a half-written value.
         trial_self = torch.ops.aten.alias(self_value.tensor) if spec.mutates_metadata else _copy_strided(self_value.tensor)
         trial_args = tuple(trial_self if (i == 0 or a is self_value.tensor) else a for i, a in enumerate(real_args))
-        out = _attempt(target, trial_args, real_kwargs)
+        out = attempt(target, trial_args, real_kwargs)
         if not spec.mutates_metadata:
             self._check_result(out)
         try:
-            return _run(target, real_args, real_kwargs)
+            return run_eager(target, real_args, real_kwargs)
         except StepRejected as exc:  # the trial passed, so this is a bug in the preconditions above
             raise AssertionError(f"in-place {target} failed after a successful trial") from exc
 
@@ -284,36 +281,6 @@ class GraphBuilder:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-# Ops whose eager CPU kernels leave some results depending on more than their operands (measured,
-# torch 2.13: the CPU flash attention's logsumexp for rows a mask or special values empty out):
-# each drawn call is run twice and kept only where both runs agree bit for bit.
-RUN_TWICE = frozenset({torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default})
-# Ops whose results after the first are left without a getitem: the CPU flash attention's
-# logsumexp is not written for some rows (measured: two runs that agreed while drawn disagreed later).
-# So are the CUDA attention overloads' (log-sum-exp, RNG state, SymInt lengths: what autograd saves).
-FIRST_RESULT_ONLY = RUN_TWICE | frozenset({torch.ops.aten._scaled_dot_product_efficient_attention.default,
-                                           torch.ops.aten._scaled_dot_product_flash_attention.default,
-                                           torch.ops.aten._scaled_dot_product_cudnn_attention.default})
-
-
-# Calls that kill the process in eager CPU instead of raising (measured, torch 2.13: SIGFPE). Never
-# run, so never drawn: a drawn graph must run, and a crash while drawing is no pass's fault. The
-# most negative integer divided by -1 overflows, and x86's idiv traps; the trunc path divides in C.
-_TRUNC_DIVISIONS = frozenset({torch.ops.aten.div.Tensor_mode, torch.ops.aten.div_.Tensor_mode,
-                              torch.ops.aten.div.Scalar_mode, torch.ops.aten.div_.Scalar_mode})
-
-
-def kills_eager(target, args, kwargs) -> str | None:
-    """Why running this call would kill the process (SIGFPE), or None."""
-    if target in _TRUNC_DIVISIONS and kwargs.get("rounding_mode") == "trunc" and len(args) >= 2:
-        x, d = args[0], args[1]
-        if isinstance(x, torch.Tensor) and x.dtype in (torch.int32, torch.int64) and x.numel():
-            low = torch.iinfo(x.dtype).min
-            minus_one = bool((d == -1).any()) if isinstance(d, torch.Tensor) else d == -1
-            if minus_one and bool((x == low).any()):
-                return f"{target} of {low} by -1 with rounding_mode='trunc' kills eager CPU (SIGFPE)"
-    return None
 
 
 def fake_disagrees(fake, out) -> str | None:
@@ -350,32 +317,6 @@ def _signature(obj, storages: dict):
     if isinstance(obj, dict):
         return ("d", *((k, _signature(v, storages)) for k, v in obj.items()))
     return (type(obj).__name__, obj)
-_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
-
-
-class _DropAll(logging.Filter):
-    def filter(self, record) -> bool:
-        return False
-
-
-@contextlib.contextmanager
-def quiet_logs(*names: str):
-    """Drop what torch's loggers ``names`` log while inside: a refusal torch logs as an error (a
-    meta kernel that raises, a guard Dynamo cannot build for a graph it then rejects) is an answer
-    here. Scoped: the filters are on those loggers only, and removed on the way out."""
-    f, loggers = _DropAll(), [logging.getLogger(n) for n in names]
-    for logger in loggers:
-        logger.addFilter(f)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(f)
-
-
-def _quiet_fake_log():
-    """FakeTensorMode logs a traceback for every meta kernel that raises."""
-    return quiet_logs(_FAKE_LOG.name)
 
 
 def note_disagreement(target, why: str) -> str:
@@ -409,170 +350,6 @@ def fake_disagreements() -> dict:
 
 def _map_tensors(obj, fn):
     return pytree.tree_map_only(torch.Tensor, fn, obj)
-
-
-# Calls whose eager CPU kernels kill the process (SIGSEGV) on some arguments not pinned down (measured,
-# torch 2.13: a bfloat16 3-d convolution of a (1, 1, 3, 1, 2) input by a (2, 1, 2, 3, 3) weight with
-# stride 2, dilation 2 and padding (2, 3, 4); float32, or stride or dilation 1, run). Each such call
-# is run first in a forked trial process, and one that kills the trial is never drawn.
-_CRASH_PRONE = {torch.ops.aten.convolution.default: (torch.bfloat16, torch.float16)}
-_TRIAL_S = 20.0
-
-
-def crashes_in_trial(target, args, kwargs) -> str | None:
-    """Why ``target(*args, **kwargs)`` is not drawn (it killed a forked trial), or None. Only calls
-    of ``_CRASH_PRONE`` ops at its dtypes, on CPU tensors, in a process that may fork."""
-    dtypes = _CRASH_PRONE.get(target)
-    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if not dtypes or first is None or first.dtype not in dtypes or first.device.type != "cpu":
-        return None
-    if not hasattr(os, "fork") or torch.cuda.is_initialized():  # a forked child cannot use CUDA
-        return None
-    pid = os.fork()
-    if pid == 0:  # the child: run it and report by exit status only
-        try:
-            torch.set_num_threads(1)  # a forked child entering OpenMP can hang (docs/torch-facts.md section 7)
-            faulthandler.disable()  # its death is the answer, not a traceback on the host's stderr
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                target(*args, **kwargs)
-        except BaseException:  # noqa: BLE001 - raising is the builder's to see, in this process
-            os._exit(1)
-        os._exit(0)
-    deadline = time.monotonic() + _TRIAL_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:  # hung: as good as dead for a draw
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return f"{target} did not finish in a trial process within {_TRIAL_S:.0f} s"
-        time.sleep(0.002)
-    if os.WIFSIGNALED(status):
-        return f"{target} killed a trial process ({signal.Signals(os.WTERMSIG(status)).name}): eager cannot run it"
-    return None
-
-
-def _same_bits(a, b) -> bool:
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b))
-    if not isinstance(a, torch.Tensor):
-        return a == b
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    a, b = a.detach().contiguous(), b.detach().contiguous()
-    if a.is_floating_point():
-        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-        a, b = a.view(view), b.view(view)
-    return torch.equal(a, b)
-
-
-
-def _attempt(target, args, kwargs):
-    """``_run``, the outcome recorded for a device probe (``_device.probe``) while one runs."""
-    try:
-        out = _run(target, args, kwargs)
-    except StepRejected as exc:
-        record_attempt(target, args, kwargs, str(exc))
-        raise
-    record_attempt(target, args, kwargs, None, out)
-    return out
-
-
-def _run(target, args, kwargs):
-    watched = _WATCH is not None or _AVOID
-    if watched:
-        call = describe_call(target, args, kwargs)
-        if call in _AVOID or op_key(target) in _AVOID:
-            raise StepRejected(f"{call} killed the drawing process in an earlier draw")
-        if _WATCH is not None:
-            _WATCH(call)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return _eager(target, args, kwargs)
-    except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as exc:
-        raise StepRejected(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    finally:
-        if _WATCH is not None:
-            _WATCH(None)
-
-
-def _eager(target, args, kwargs):
-    return target(*args, **kwargs)
-
-
-# --- a crash while drawing -------------------------------------------------------------------------
-# An eager call that kills the process (a torch bug no table here lists yet: ``kills_eager``,
-# ``_CRASH_PRONE``) is no pass's fault. ``watch_eager_calls(write)`` makes each eager call of the
-# generator announce itself first (``write(description)``, ``write(None)`` once it returned), so
-# whoever watches the drawing process die knows the call; ``avoid`` holds calls (descriptions) and ops
-# (``op_name``) that killed it before, which are then rejected like calls that raise.
-_WATCH = None
-_AVOID = frozenset()
-_CALL_TEXT = 2000  # longest description: what a watcher's buffer holds
-
-
-@contextlib.contextmanager
-def watch_eager_calls(write=None, avoid=()):
-    """Within: every eager call the generator makes is announced to ``write`` (None: not watched),
-    and the calls and ops in ``avoid`` are never made."""
-    global _WATCH, _AVOID
-    previous = _WATCH, _AVOID
-    _WATCH, _AVOID = write, frozenset(avoid)
-    try:
-        yield
-    finally:
-        _WATCH, _AVOID = previous
-
-
-def op_key(target) -> str:
-    """How ``avoid`` names every call of ``target``: ``"op aten.sin.default"``."""
-    return f"op {target if isinstance(target, torch._ops.OpOverload) else getattr(target, '__name__', repr(target))}"
-
-
-def describe_call(target, args, kwargs) -> str:
-    """``target(args)`` in one line: tensors as dtype[shape] with strides and device, other arguments
-    as their repr; the same call drawn again is described the same way."""
-
-    def arg(a) -> str:
-        if isinstance(a, torch.Tensor):
-            dense = a.is_contiguous()
-            return (f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}"
-                    f"{'' if dense else f' stride={a.stride()}'}{f' offset={a.storage_offset()}' if a.storage_offset() else ''}"
-                    f"{'' if a.device.type == 'cpu' else f' on {a.device}'}")
-        if isinstance(a, (list, tuple)):
-            inner = ", ".join(arg(x) for x in a)
-            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
-        return repr(a)
-
-    parts = [arg(a) for a in args] + [f"{k}={arg(v)}" for k, v in kwargs.items()]
-    text = f"{op_key(target).removeprefix('op ')}({', '.join(parts)})"
-    return text if len(text) <= _CALL_TEXT else text[:_CALL_TEXT - 3] + "..."
-
-
-def _map_values(obj, fn):
-    if isinstance(obj, Value):
-        return fn(obj)
-    if isinstance(obj, tuple):
-        return tuple(_map_values(o, fn) for o in obj)
-    if isinstance(obj, list):
-        return [_map_values(o, fn) for o in obj]
-    if isinstance(obj, dict):
-        return {k: _map_values(v, fn) for k, v in obj.items()}
-    return obj
-
-
-def _flat_values(obj):
-    if isinstance(obj, Value):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for o in obj:
-            yield from _flat_values(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _flat_values(o)
 
 
 def storage_key(t: torch.Tensor):
@@ -612,3 +389,26 @@ def writable(value: Value, *, metadata: bool = False) -> bool:
 def _copy_strided(t: torch.Tensor) -> torch.Tensor:
     out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     return out.copy_(t)
+
+
+def _map_values(obj, fn):
+    if isinstance(obj, Value):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        return tuple(_map_values(o, fn) for o in obj)
+    if isinstance(obj, list):
+        return [_map_values(o, fn) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _map_values(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _flat_values(obj):
+    if isinstance(obj, Value):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _flat_values(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _flat_values(o)

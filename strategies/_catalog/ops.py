@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._calls import DEQUANTIZE, QUANTIZE
-from ._catalog import (
+from .vocabulary import (
     ANY, ANY_VALUE, ATTENTION, BASE, BATCH_NORM, CONV, CONVOLUTION, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE,
     EMBEDDING, EXPAND_AS, EXPAND_SHAPE, EXPONENT, FACTORY, FILL, FLATTEN, FLOAT, GATHER, GROUP_NORM, GT_NEG1,
     INDEX, INDEX_PUT, INDEXING, INPLACE, INTEGRAL, KEEPDIM, LAYER_NORM, MASK, MATMUL, MM, NONNEG, NONZERO, NORM,
@@ -19,6 +18,16 @@ from ._catalog import (
 )
 
 aten = torch.ops.aten
+
+
+def _quantized_decomposed():
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers torch.ops.quantized_decomposed
+
+    return torch.ops.quantized_decomposed
+
+
+QUANTIZE = _quantized_decomposed().quantize_per_tensor.default
+DEQUANTIZE = _quantized_decomposed().dequantize_per_tensor.default
 
 T, TS, S = TENSOR, TENSOR_OR_SCALAR, SCALAR
 ALPHA = Kwarg("alpha", SCALAR)
@@ -188,7 +197,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.native_group_norm.default, NORM, (GROUP_NORM,), FLOAT),
     # ---- attention as traced graphs carry it: the composite and the math overload anywhere; the
     # overloads the composite dispatches to per device, each drawn only where the dispatcher has a
-    # kernel for it (strategies/_device.py): the CPU flash one here, CUDA's at the end of the table ----
+    # kernel for it (strategies/_build/device.py): the CPU flash one here, CUDA's at the end of the table ----
     OpSpec(aten.scaled_dot_product_attention.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_flash_attention_for_cpu.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_attention_math.default, ATTENTION, (SDPA,), FLOAT),

@@ -15,6 +15,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from .device import RNG_SEED, device_of, seeded
+
 
 @functools.lru_cache(maxsize=1)
 def shared_fake_mode() -> FakeTensorMode:
@@ -63,9 +65,6 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
                 # as tracers leave it (passes read ``node.meta["val"][i]``)
                 n.meta["val"] = type(out)(views.fake_of(o) if isinstance(o, torch.Tensor) else o for o in out)
             return out
-
-    from ._builder import RNG_SEED
-    from ._device import device_of, seeded
 
     grad = torch.is_grad_enabled()
     try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it; random ops

@@ -1,7 +1,7 @@
 """The vocabulary of the op catalog: categories, dtype groups, argument kinds, domains, and the row type.
 
-The table itself lives in ``_ops.py``; this module only defines what a row can say, so the table
-reads as data and the graph builder (``_builder.py``) has one drawing rule per argument kind.
+The table itself lives in ``ops.py``; this module only defines what a row can say, so the table
+reads as data and the drawing (``strategies/_draw/``) has one rule per argument kind.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ NUMERIC = FLOAT | INT
 INTEGRAL = INT | BOOL
 ANY = NUMERIC | BOOL
 
-# --- argument kinds: each has exactly one drawing rule in _builder.py ---------------------------
+# --- argument kinds: each has exactly one drawing rule in _draw/ -------------------------------
 TENSOR = "tensor"  # a tensor operand, broadcast against the first one
 TENSOR_OR_SCALAR = "tensor_or_scalar"  # a tensor operand, or a Python scalar standing in for one
 SCALAR = "scalar"  # a Python int/float/bool matching the first operand's dtype kind
@@ -72,7 +72,7 @@ VIEW_DTYPE = "view_dtype"  # another dtype of the operand's element size (view.d
 # A positional literal chosen from a tuple (``(False,)``, ``(0.0, 0.5)``) is written in ``args``
 # as that tuple. The kinds below draw a whole call, operands included, because their operands'
 # shapes depend on each other (matmul's inner dims, conv's channels, attention's heads); their rules
-# are in _calls.py, one per kind.
+# are in _draw/calls.py, one per kind.
 MM = "mm"  # [m, k] @ [k, n]; bmm's batch; addmm/baddbmm/addmv's bias; dot's vectors
 CONVOLUTION = "convolution"  # input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
 POOL = "pool"  # an [N,] C, H, W input and kernel/stride/padding(/dilation, ceil_mode)

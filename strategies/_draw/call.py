@@ -1,0 +1,97 @@
+"""One call of a catalog row: its arguments, by the rule of its call kind or of each argument's kind.
+
+A row whose operands depend on each other is drawn whole by its call kind's rule (``calls.py``);
+any other row operand by operand (``operands.py``) and argument by argument (``args.py``); then the
+row's keyword arguments (``draw_kwargs``).
+"""
+
+
+from __future__ import annotations
+
+import torch
+
+from .._build.builder import Value
+from .._catalog import vocabulary as C
+from .._draws import choose, flag, integers
+from .args import SHAPE_RULES, rule_cat
+from .calls import CALL_RULES
+from .operands import DrawContext, operand, rule_scalar
+
+
+def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
+    """Draw ``(args, kwargs)`` for ``spec``: Values for operands, literals for everything else."""
+    inplace = spec.category == C.INPLACE
+    first_kind = spec.args[0]
+    if first_kind == C.TENSORS:
+        return rule_cat(draw, ctx, spec)
+    if spec.draws_whole_call:
+        args, kwargs = CALL_RULES[first_kind](draw, ctx, spec)
+        first = next((a for a in args if isinstance(a, Value)), None)
+        return tuple(args), draw_kwargs(draw, ctx, spec, first, kwargs)
+    first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
+    first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
+                    metadata=spec.mutates_metadata)
+    # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
+    args: list = [first]
+    like = first
+    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
+    for position, kind in enumerate(spec.args[1:], start=1):
+        domain = spec.domain_of(position)
+        # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step (one in
+        # four again for an edge's consumer: the edge's pattern, add(mm(a, b), bias), has a tensor there).
+        if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
+                                          and draw(integers(0, 3)) < (2 if ctx.focus_step and not ctx.chained else 3)):
+            ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
+            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
+            args.append(v)
+            if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
+                like = v
+        elif kind in (C.SCALAR, C.TENSOR_OR_SCALAR):
+            args.append(rule_scalar(draw, ctx, first, domain, inplace=inplace, floats_ok=floats_ok))
+        elif kind == C.SCALAR_TENSOR:
+            args.append(operand(draw, ctx, dtypes_ok={first.tensor.dtype}, domain=domain, chain=False,
+                                shape_fits=lambda s: s == (), make_shape=lambda d: ()))
+        elif isinstance(kind, tuple):
+            args.append(choose(draw, kind))  # a literal
+        elif kind == C.DTYPE:
+            args.append(draw(ctx.dtypes))
+        else:
+            args.extend(SHAPE_RULES[kind](draw, first.tensor))
+    return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
+
+
+def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:
+    """The row's keyword arguments not already drawn, each optional one half the time, and then
+    never its schema default (``alpha=1`` is what leaving it out means: a draw of it would be one
+    fewer graph with a real ``alpha``, and a pass that drops ``alpha`` goes unseen there)."""
+    inplace = spec.category == C.INPLACE
+    floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
+    for kw in spec.kwargs:
+        if kw.name in kwargs or (not kw.required and flag(draw) is False):
+            continue
+        default = None if kw.required else _schema_default(spec.overload, kw.name)
+        for _ in range(3):
+            if kw.values == C.SCALAR:
+                value = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
+            elif kw.values == C.DTYPE:
+                value = draw(ctx.dtypes)
+            else:
+                value = choose(draw, kw.values)
+            if default is None or not _equals(value, default):
+                kwargs[kw.name] = value
+                break
+    return kwargs
+
+
+def _schema_default(overload, name):
+    for arg in overload._schema.arguments:
+        if arg.name == name and arg.has_default_value() and arg.default_value is not None:
+            return arg.default_value
+    return None
+
+
+def _equals(value, default) -> bool:
+    try:
+        return type(value) is not bool and value == default  # a bool is a form of its own (alpha=True)
+    except Exception:  # noqa: BLE001 - a dtype against a number, say
+        return False

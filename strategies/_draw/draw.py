@@ -1,0 +1,475 @@
+"""Drawing one ATen graph step by step, from validated options (``aten_graphs``).
+
+How it draws (and so how it shrinks): the graph is a sequence of steps, each one drawn as its own
+unit after a "one more?" flag; a step is an op from the catalog whose operands are picked from the
+values built so far (earliest first), a duplicate of an earlier node, or a grad-mode region.
+Shrinking deletes steps, moves operand choices towards the first input, and moves ops towards the
+first row of their category, so a failing graph shrinks to a handful of nodes.
+
+``graphs()`` (``strategies/_graphs.py``) validates its options, finds the device's table and hands
+them here; the device probe (``probe.py``) draws here too, with a table that refuses nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import replace
+
+import torch
+import torch.fx as fx
+from hypothesis import reject
+from hypothesis import strategies as st
+
+from .._build.builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, GraphBuilder, StepRejected, Value, storage_key
+from .._build.device import RNG_SEED, seeded
+from .._build.meta import shared_fake_mode
+from .._catalog import vocabulary as C
+from .._catalog.aims import aims_of
+from .._catalog.ops import OPS, WEIGHTS, rows_named
+from .._draws import Weighted, choose, flag, integers, neutral_or_index
+from .._errors import InvalidArgument
+from .._tensors import check_dtype, tensor_with_layout
+from .._tensors import shapes as _shapes
+from .call import call_args
+from .operands import DrawContext
+from .case import GraphCase, _rebuild
+from .chains import CHAINS, Chain
+from .features import graph_features
+from .focus import Focus
+from .seeds import seed_step
+
+
+
+# Step kinds and their weights (repetition = weight). The first entry is what steps shrink to.
+# The families issue 15 added (matmul to random) weigh 1 or 2 against the first version's kinds at
+# four times their first weights (an eighth of the steps in all): real graphs are mostly pointwise
+# ops and views, the bugs planted in those stay as reachable as they were, and a pass that rewrites
+# the rarer families gets them drawn far more often through its focus.
+_STEP_WEIGHTS = ((C.POINTWISE, 24), (C.VIEW, 10), (C.REDUCTION, 5), (C.OTHER, 5), ("duplicate", 5),
+                 (C.INPLACE, 12), ("grad-region", 4), (C.MATMUL, 2), (C.CONV, 1), (C.NORM, 1), (C.ATTENTION, 1),
+                 (C.INDEXING, 1), (C.FACTORY, 1), (C.QUANT, 1), (C.RANDOM, 1))
+
+
+class _Config:
+    """The validated options of one ``graphs()`` call (a plain class, so its repr stays short)."""
+
+    def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
+                 mutations, special_values, constants, focus=None, focus_rows=(), focus_edges=(), large=False, chains=(),
+                 requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None):
+        self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.device, self.run_device, self.support = device, run_device, support
+        self.requires_grad = requires_grad
+        self.min_nodes, self.max_nodes = min_nodes, max_nodes
+        self.min_inputs, self.max_inputs = min_inputs, max_inputs
+        self.mutations, self.special_values, self.constants = mutations, special_values, constants
+        self.focus, self.focus_edges = focus, focus_edges
+        # Chains that emit two or more focus ops are focus steps too: the pattern in the context
+        # decompositions leave it in (linear's mm + add of a bias row, the RMS-norm chain's pow, mean
+        # and rsqrt). A chain with one focus op would only dilute the focus (a cast in the RMS chain).
+        overloads = {r.overload for r in focus_rows}
+        focus_rows = (*focus_rows, *(ch for ch in chains if len(overloads & set(ch.overloads)) >= 2)) \
+            if focus_rows else ()
+        acting = {r for name in (focus.acting if focus is not None else ()) for r in rows_named(name)}
+        self.focus_rows = Weighted(focus_rows, [3 if r in acting else 1 for r in focus_rows]) if focus_rows else None
+        self.large = large
+        self.kinds = _step_kinds(rows, chains, mutations, False)
+        self.region_kinds = _step_kinds(rows, chains, mutations, True)
+        self.by_category = op_tables(rows, chains)
+
+    def __repr__(self) -> str:
+        return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
+                f"{self.min_inputs}..{self.max_inputs}, mutations={self.mutations}, "
+                f"special_values={self.special_values}, constants={self.constants}>")
+
+
+def op_tables(rows, chains=()) -> dict:
+    """Per category, its rows (and chains) drawn by weight (``WEIGHTS``): common ops come up more often."""
+    tables = {}
+    for c in C.CATEGORIES:
+        in_c = [r for r in rows if r.category == c] + [ch for ch in chains if ch.category == c]
+        if in_c:
+            tables[c] = Weighted(in_c, [WEIGHTS.get(getattr(r, "overload", None), 1) for r in in_c])
+    return tables
+
+
+def _chains(rows: tuple) -> tuple:
+    """The chains to draw: those whose every op is among ``rows`` (``empty`` aside, which no row
+    draws), so views=False, mutations=False and ops= keep out what they keep out."""
+    overloads = {r.overload for r in rows} | {torch.ops.aten.empty.memory_format}
+    return tuple(ch for ch in CHAINS if all(o in overloads for o in ch.overloads))
+
+
+def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool) -> Weighted:
+    present = {row.category for row in rows} | {ch.category for ch in chains}  # a chain's kind may have no row
+    kinds = [(kind, weight) for kind, weight in _STEP_WEIGHTS
+             if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region)]
+    return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
+
+
+def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tuple:
+    if ops is None:
+        return tuple(row for row in OPS if (views or row.category != C.VIEW)
+                     and (mutations or row.category != C.INPLACE) and (random or row.category != C.RANDOM))
+    if isinstance(ops, (str, C.OpSpec)) or not hasattr(ops, "__iter__"):
+        raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
+    rows = []
+    for item in ops:
+        named = rows_named(item)
+        if not named:
+            raise InvalidArgument(
+                f"ops={list(ops)!r}: {item!r} is not in the op catalog; pass rows of strategies.OPS, "
+                f"their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor', or 'aten.add' for all)"
+            )
+        for row in named:
+            if row.category == C.INPLACE and not mutations:
+                raise InvalidArgument(f"ops contains the in-place op {row.name}, which needs mutations=True")
+            if row.category == C.VIEW and not views:
+                raise InvalidArgument(f"ops contains the view op {row.name}, but views=False")
+            if row.category == C.RANDOM and not random:
+                raise InvalidArgument(f"ops contains the random op {row.name}, which needs random=True")
+        rows += named
+    if not rows:
+        raise InvalidArgument(f"ops={ops!r} is empty; pass at least one op or leave ops=None")
+    return tuple(dict.fromkeys(rows))
+
+
+def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1, max_inputs: int = 4,
+                views: bool = True, mutations: bool = False, special_values: bool = False, constants: bool = True,
+                focus=None, sizes: str = "small", random: bool = False, requires_grad: bool = False,
+                device: torch.device, run_device: torch.device, support) -> st.SearchStrategy:
+    """ATen graphs (``graphs()``'s options, validated) drawn for ``device``: computed on ``run_device``
+    (the device itself, or the CPU where a simulated device's table is used), of the rows ``support``
+    (a ``DeviceSupport``) says the device runs."""
+    asked = _resolve_ops(ops, views, mutations, random)
+    rows = support.narrow(asked)
+    if not rows:
+        raise InvalidArgument(f"ops={ops!r}: {device.type} ({support.name}) runs none of {[r.name for r in asked]}; "
+                              f"draw them for another device")
+    if focus is not None and not isinstance(focus, Focus):
+        focus = Focus(ops=focus)
+    focus_rows, focus_edges = (), ()
+    if focus is not None and focus.ops:
+        focus_rows = tuple(r for r in support.narrow(_resolve_ops(focus.ops, True, True)) if r in rows)
+    if focus is not None and focus.edges:
+        focus_edges = _resolve_edges(focus.edges, rows)
+    large = sizes == "large"
+    leaf_shapes = _shapes(max_dims=3, max_side=4)
+    if large:
+        leaf_shapes = st.one_of(leaf_shapes, leaf_shapes, _large_shapes())
+    cfg = _Config(rows, dtypes.map(_checked_dtype), leaf_shapes, min_nodes=min_nodes,
+                  max_nodes=max_nodes, min_inputs=min_inputs, max_inputs=max_inputs, mutations=mutations,
+                  special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
+                  focus_edges=focus_edges,
+                  large=large, chains=_chains(rows), requires_grad=requires_grad,
+                  device=device, run_device=run_device, support=support)
+    return _graph_cases(cfg)
+
+
+def _resolve_edges(edges, rows) -> tuple:
+    """``Focus.edges`` as ``(producer row, consumer row)`` pairs among ``rows`` (what this draw may
+    use): a packet name stands for each of its rows."""
+    out = []
+    for producer, consumer in edges:
+        found = [rows_named(producer), rows_named(consumer)]
+        if not all(found):
+            raise InvalidArgument(f"Focus(edges=...): {(producer, consumer)!r} names an op not in the op catalog")
+        out += [(p, c) for p in found[0] for c in found[1] if p in rows and c in rows]
+    return tuple(dict.fromkeys(out))
+
+
+@st.composite
+def _large_shapes(draw) -> tuple:
+    """A shape of 4096-65536 elements, rank 1-3 (rows of a few hundred, as real activations have)."""
+    target = draw(integers(4096, 65536))
+    sides = [draw(integers(2, 64)) for _ in range(draw(integers(0, 2)))]
+    last = max(1, -(-target // math.prod(sides))) if sides else target
+    return (*sides, last)
+
+
+def _checked_dtype(dtype):
+    check_dtype(dtype, "dtypes")
+    return dtype
+
+
+@st.composite
+def _graph_cases(draw, cfg: _Config) -> GraphCase:
+    grad_mode = torch.is_grad_enabled()
+    try:
+        builder = GraphBuilder(special_values=cfg.special_values, fake_mode=shared_fake_mode(),
+                               max_nodes=cfg.max_nodes, max_numel=MAX_NUMEL_LARGE if cfg.large else MAX_NUMEL,
+                               device=cfg.device, run_device=cfg.run_device, support=cfg.support)
+        ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values,
+                          max_nodes=cfg.max_nodes, large=cfg.large)
+        if cfg.focus is not None:
+            i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
+            if i is None or i < 100 * cfg.focus.share:
+                ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
+                ctx.pass_scalars, ctx.edges = cfg.focus.scalars, cfg.focus_edges
+        for _ in range(cfg.min_inputs):
+            dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
+            _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
+            builder.add_input(base, layout)
+        # The node count is drawn first (so big graphs are common) and each step is its own span (so
+        # the shrinker can delete or simplify steps one at a time); a rejected step is retried.
+        # The larger of two draws: Hypothesis favours the lower bound, and one-node graphs find little.
+        target = max(draw(integers(cfg.min_nodes, cfg.max_nodes)), draw(integers(cfg.min_nodes, cfg.max_nodes)))
+        outer, _CURRENT.step = getattr(_CURRENT, "step", None), (ctx, cfg)
+        try:
+            for _ in range(2 * target):
+                if builder.n_calls >= target:
+                    break
+                draw(_STEP)
+        finally:
+            _CURRENT.step = outer
+        if builder.n_calls < cfg.min_nodes:
+            reject()
+        draw(_outputs(builder))
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+    gm = builder.graph_module()
+    gm.graph.lint()
+    recipes = tuple(builder.recipes)
+    inputs = _rebuild(recipes)  # only read by graph_features: it takes the builder's run, not a new one
+    features = graph_features(gm, inputs, builder.record)
+    if cfg.requires_grad:
+        # the builder ran every node on its own copies of the inputs: their version counters (a view
+        # shares its base's) say which ones the graph writes, without another run
+        written = {i for i, v in enumerate(v for v in builder.values if v.origin == INPUT) if v.tensor._version}
+        recipes, features = _with_grad(draw, gm, recipes, features, written)
+        inputs = _rebuild(recipes)
+    return GraphCase(gm, inputs, features, recipes, device=str(cfg.device))
+
+
+def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, written: set):
+    """``requires_grad=True``: each floating input the graph never writes (not in ``written``) is a leaf that requires
+    grad with chance 1/2, and each floating constant an ``nn.Parameter`` (``gm`` is changed in place).
+    Drawn after the steps, so the graph itself draws and shrinks as without. A graph that no longer
+    runs (an in-place op on a view of a leaf that requires grad, a metadata change of one) keeps none."""
+    drawn = tuple((base, replace(layout, requires_grad=True))
+                  if base.is_floating_point() and i not in written and flag(draw) else (base, layout)
+                  for i, (base, layout) in enumerate(recipes))
+    params = [name for name, buf in gm.named_buffers() if buf.is_floating_point() and flag(draw)]
+    if not params and drawn == recipes:
+        return recipes, features
+    buffers = {name: gm.get_buffer(name) for name in params}
+    for name, buf in buffers.items():
+        del gm._buffers[name]
+        gm.register_parameter(name, torch.nn.Parameter(buf.clone()))
+    try:
+        _run_seeded(gm, _rebuild(drawn), drawn[0][0].device if drawn else "cpu")
+    except Exception:  # noqa: BLE001 - see the docstring: the graph as drawn, without grad
+        for name, buf in buffers.items():
+            del gm._parameters[name]
+            gm.register_buffer(name, buf)
+        return recipes, features
+    return drawn, features | {"requires-grad"}
+
+
+def _run_seeded(gm: fx.GraphModule, inputs: tuple, device):
+    grad = torch.is_grad_enabled()
+    try:
+        with seeded(device, RNG_SEED):
+            return gm(*inputs)
+    finally:
+        torch._C._set_grad_enabled(grad)
+
+
+@st.composite
+def _step(draw) -> None:
+    _do_step(draw, *_CURRENT.step)
+
+
+# One step strategy for every draw, reading the graph being drawn from _CURRENT: a strategy made
+# per step was validated anew each time (a tenth of the draw rate). Its span label is the same.
+_STEP = _step()
+_CURRENT = threading.local()
+
+
+def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> None:
+    b = ctx.builder
+    if b.n_calls >= cfg.max_nodes:
+        return
+    if ctx.seeds and draw(integers(0, 3)) == 3:
+        seed_step(draw, ctx)
+        return
+    if ctx.edges and flag(draw) and (ctx.focus_rows is None or flag(draw)):
+        _edge_step(draw, ctx)
+        return
+    if ctx.focus_rows is not None and flag(draw):
+        _focus_step(draw, ctx)
+        return
+    kind = (cfg.region_kinds if in_region else cfg.kinds).draw(draw)
+    if kind == "grad-region":
+        b.set_grad(False)
+        for _ in range(draw(integers(1, 3))):
+            _do_step(draw, ctx, cfg, in_region=True)
+        b.set_grad(True)
+        return
+    try:
+        if kind == "duplicate":
+            _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
+            return
+        spec = cfg.by_category[kind].draw(draw)
+        if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
+            return
+        if isinstance(spec, Chain):
+            spec.emit(draw, ctx)
+            return
+        args, kwargs = call_args(draw, ctx, spec)
+        value = b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+        if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
+            _read_after_write(draw, b, value)
+    except StepRejected:
+        pass
+
+
+def _focus_step(draw, ctx: DrawContext) -> None:
+    """A focus op, its first operand the latest focus op's result where that fits."""
+    spec = ctx.focus_rows.draw(draw) or ctx.focus_rows.items[0]
+    ctx.focus_step = True
+    try:
+        if isinstance(spec, Chain):
+            ctx.prefer = spec.emit(draw, ctx)
+            return
+        ctx.aims = aims_of(spec.overload)
+        args, kwargs = call_args(draw, ctx, spec)
+        ctx.prefer = ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+        ctx.builder.focus_results.append(ctx.prefer)
+        if spec.category == C.RANDOM and ctx.builder.n_calls < ctx.max_nodes and flag(draw):
+            # the same random call again, drawing on from the state the first left: never its equal
+            ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+    except StepRejected:
+        pass
+    finally:
+        ctx.focus_step, ctx.aims = False, ()
+
+
+def _edge_step(draw, ctx: DrawContext) -> None:
+    """One of ``ctx.edges`` whole: the consumer on the producer's result (the latest one in the graph
+    half the time, else a new producer call), the arguments they share by name related."""
+    producer, consumer = choose(draw, ctx.edges)
+    b = ctx.builder
+    ctx.focus_step = True
+    try:
+        made = [v for v in b.values if v.call is not None and v.call[0] is producer]
+        if made and flag(draw):
+            source = made[-1]
+        else:
+            ctx.aims = aims_of(producer.overload)
+            args, kwargs = call_args(draw, ctx, producer)
+            source = b.call(producer, producer.overload, args, kwargs, keep=_keeper(draw))
+        if b.n_calls >= ctx.max_nodes:
+            return
+        ctx.prefer, ctx.chained, ctx.aims = source, True, aims_of(consumer.overload)
+        try:
+            args, kwargs = call_args(draw, ctx, consumer)
+        finally:
+            ctx.chained = False
+        if source.call is not None:
+            args, kwargs = related_args(draw, consumer, args, kwargs, source.call)
+        ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
+        b.focus_results.append(ctx.prefer)
+    except StepRejected:
+        pass
+    finally:
+        ctx.focus_step, ctx.aims = False, ()
+
+
+def related_args(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
+    """``(args, kwargs)`` of ``consumer`` related to the producer's call: each integer argument the
+    producer also has by name (``dim``, ``dim0``, ``start``) is the producer's value a third of the
+    time and one off it a sixth (a matcher's ``dim == cdim``, holding and just failing); a ``dtype``
+    is the producer's operand's a third of the time (a round trip of casts)."""
+    spec, p_args, p_kwargs = producer_call
+    names = [a.name for a in spec.overload._schema.arguments]
+    theirs = {**dict(zip(names, p_args)), **p_kwargs}
+    first = next((a for a in p_args if isinstance(a, Value)), None)
+    out, kw = list(args), dict(kwargs)
+    for i, a in enumerate(consumer.overload._schema.arguments):
+        here = out if i < len(out) else kw if a.name in kw else None
+        if here is None:
+            continue
+        key = i if here is out else a.name
+        if a.name == "dtype" and first is not None and isinstance(here[key], torch.dtype):
+            if draw(integers(0, 2)) == 0:
+                here[key] = first.tensor.dtype
+            continue
+        value = theirs.get(a.name)
+        if not _is_int(here[key]) or not _is_int(value):
+            continue
+        u = draw(integers(0, 5))
+        if u < 2:
+            here[key] = value
+        elif u == 2:
+            here[key] = value + (1 if flag(draw) else -1)
+    return tuple(out), kw
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _keeper(draw):
+    """Which further results of a multi-result op get a getitem: each three times in four."""
+    return lambda i: draw(integers(0, 3)) != 0
+
+
+def _read_after_write(draw, b: GraphBuilder, written) -> None:
+    """Read the storage just written: re-emit a pure expression that read it before the write (it
+    now computes something else, the bait for CSE across a write), or clone another alias of it."""
+    key = storage_key(written.tensor)
+    if key is None:
+        return
+    readers = [v for v in b.values if v.call is not None and v.pure
+               and any(storage_key(o.tensor) == key for o in v.operands)]
+    aliases = [v for v in b.values if v is not written and storage_key(v.tensor) == key]
+    if readers and (not aliases or flag(draw)):
+        _duplicate(draw, b, readers)
+    elif aliases:
+        b.call(None, torch.ops.aten.clone.default, (choose(draw, aliases),), {})
+
+
+def _duplicate(draw, b: GraphBuilder, candidates: list) -> None:
+    if not candidates:
+        raise StepRejected("nothing to duplicate")
+    original = choose(draw, candidates)
+    spec, args, kwargs = original.call
+    b.call(spec, original.node.target, args, kwargs)
+
+
+@st.composite
+def _outputs(draw, b: GraphBuilder) -> None:
+    # Outputs depend on an input: a value computed from constants alone is what constant folding
+    # exists to fold, and returning one (or a view of a buffer) is not what real graphs do.
+    live = _input_dependent(b)
+    calls = [v for v in b.values if v.node.op == "call_function" and v.node in live]  # getitems included
+    placeholders = [v for v in b.values if v.node.op == "placeholder"]
+    if not calls and not placeholders:
+        reject()
+    outs = [calls[-1]] if calls else [placeholders[0]]
+    for v in calls[:-1]:
+        if v.pure and not v.node.users and not flag(draw):  # False (shrunk) = an output
+            outs.append(v)
+    # A focus op's result is returned too one time in four though later ops read it (as a joint graph
+    # returns what backward saves): a rewrite that changes its dtype or values can hide downstream
+    # (pow(int, 2.0) -> int mul, read by a float mul, gives the same float product).
+    for v in b.focus_results:
+        if v is not None and v.node in live and v.pure and v.node.users and draw(integers(0, 3)) == 3:
+            outs.append(v)
+    # Inputs returned as they are (a quarter of graphs, an eighth return two or more): what
+    # repair passes exist for (Torch-TensorRT's repair_input_as_output), and what aliasing breaks.
+    for i in range(3):
+        rest = [p for p in placeholders if all(p is not o for o in outs)]
+        if not rest or draw(integers(0, 3)) < (3 if i == 0 else 2):
+            break
+        outs.append(choose(draw, rest))
+    b.output(list(dict.fromkeys(outs)))
+
+
+def _input_dependent(b: GraphBuilder) -> set:
+    live = set()
+    for node in b.graph.nodes:  # every node: a multi-result op is no Value, its getitems are
+        if node.op == "placeholder" or any(a in live for a in node.all_input_nodes):
+            live.add(node)
+    return live
