@@ -13,8 +13,8 @@ import torch
 from .._build.builder import Value
 from .._catalog import vocabulary as C
 from .._draws import choose, flag, integers
+from . import calls, compute_calls
 from .args import SHAPE_RULES, rule_cat
-from .calls import CALL_RULES
 from .operands import DrawContext, operand, rule_scalar
 
 
@@ -95,3 +95,32 @@ def _equals(value, default) -> bool:
         return type(value) is not bool and value == default  # a bool is a form of its own (alpha=True)
     except Exception:  # noqa: BLE001 - a dtype against a number, say
         return False
+
+
+# The rule of each call kind (``OpSpec.draws_whole_call``): the whole call, operands first.
+CALL_RULES = {
+    C.MM: compute_calls.rule_mm,
+    C.CONVOLUTION: compute_calls.rule_convolution,
+    C.POOL: compute_calls.rule_pool,
+    C.LAYER_NORM: compute_calls.rule_layer_norm,
+    C.BATCH_NORM: compute_calls.rule_batch_norm,
+    C.GROUP_NORM: compute_calls.rule_group_norm,
+    C.SDPA: compute_calls.rule_sdpa,
+    C.INDEX: calls.rule_index,
+    C.INDEX_PUT: calls.rule_index_put,
+    C.GATHER: calls.rule_gather,
+    C.SCATTER: calls.rule_scatter,
+    C.SLICE_SCATTER: calls.rule_slice_scatter,
+    C.EMBEDDING: calls.rule_embedding,
+    C.TOPK: calls.rule_topk,
+    C.STATS: calls.rule_stats,
+    C.SPLIT: calls.rule_split,
+    C.PAD: calls.rule_pad,
+    C.REPEAT: calls.rule_repeat,
+    C.ROLL: calls.rule_roll,
+    C.STACK: calls.rule_stack,
+    C.EXPAND_AS: calls.rule_expand_as,
+    C.FILL: calls.rule_fill,
+    C.QUANTIZE: calls.rule_quantize,
+}
+
