@@ -41,10 +41,10 @@ from strategies import attach_meta
 
 from ._errors import OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
-from .adapters import (PassReturnError, PassUnderTest, clone_inputs, clone_tensor, graph_run, load_pass,
-                       snapshot, to_device)
+from .adapters import PassReturnError, PassUnderTest, load_pass
 from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
+from .copies import clone_inputs, clone_tensor, graph_run, snapshot, to_device
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, fake_rederives, first_line as _first_line, meta_val_errors, node_label, structural_errors
 from .oracle import SPECIALS, Oracle, attr_or_none, bitwise_equal, compare_metadata, tensor_constants

@@ -39,7 +39,7 @@ from torch.utils import _pytree as pytree
 from strategies import InvalidArgument, SymbolicShapes, size_symbol, symbolic_value
 
 from ._errors import UsageError
-from .adapters import clone_inputs, graph_run
+from .copies import clone_inputs, graph_run
 from .invariants import first_line
 from .oracle import Oracle, bitwise_equal, compare_metadata
 from .symbolic import prove_equal, prove_implies

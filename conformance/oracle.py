@@ -191,7 +191,7 @@ class Oracle:
     def run(self, kind: str):
         """The original run again (``RERUNS[kind]``) as (flat outputs, inputs after, constants after,
         ``{node name: dtype}``), or None where that run is unavailable."""
-        from .adapters import clone_inputs
+        from .copies import clone_inputs
 
         if kind not in self._runs:
             why = []
@@ -242,7 +242,7 @@ def compare_outputs(gm: fx.GraphModule, inputs: tuple, actual, what: str = "outp
     >>> compare_outputs(gm, (torch.ones(3),), [torch.full((3,), 2.0)]) is None
     True
     """
-    from .adapters import graph_run, restorage
+    from .copies import graph_run, restorage
 
     with graph_run(gm):
         expected = _leaves(gm(*restorage(inputs)))
@@ -434,7 +434,7 @@ def _fmt(x) -> str:
 def upcast(tensors) -> tuple:
     """Copies of ``tensors`` with floating dtypes as float64: same sizes, strides, offsets and storage
     sharing (so the original graph's views and in-place writes mean the same thing)."""
-    from .adapters import restorage
+    from .copies import restorage
 
     return restorage(tensors, float_dtype=torch.float64)
 
@@ -722,7 +722,7 @@ def _rerun(gm: fx.GraphModule, inputs: tuple, interpreter: type, upcast_to: torc
     """Run a snapshot of ``gm`` with ``interpreter`` on copies of ``inputs`` (floats as ``upcast_to``):
     (outputs, inputs after, constants after, ``{node name: dtype}``), or None when it cannot run (and
     why, appended to ``why``)."""
-    from .adapters import graph_run, restorage, snapshot  # a copy: the caller's constants stay as they are
+    from .copies import graph_run, restorage, snapshot  # a copy: the caller's constants stay as they are
 
     try:
         ref = snapshot(gm)

@@ -11,7 +11,8 @@ from torch.fx.passes.infra.pass_manager import PassManager, pass_result_wrapper
 from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
 
 from conformance import UsageError, check, load_pass
-from conformance.adapters import reference_of, snapshot
+from conformance.adapters import reference_of
+from conformance.copies import snapshot
 from tests.graphs import linear_bias
 
 aten = torch.ops.aten
@@ -179,7 +180,7 @@ def test_snapshot_copies_a_use_before_def_graph_as_it_is():
 
 
 def test_to_device_keeps_layout_sharing_and_meta():
-    from conformance.adapters import to_device
+    from conformance.copies import to_device
 
     base = torch.arange(12.0)
     inputs = (base.view(3, 4).t(), base[2:6])

@@ -19,7 +19,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.adapters import to_device
+from conformance.copies import to_device
 from strategies import OPS, InvalidArgument, OpSpec, graphs
 from strategies._draw import probe as _probe
 from strategies._catalog.vocabulary import ANY, MATMUL, MM, POINTWISE, TENSOR

@@ -17,7 +17,8 @@ import torch
 import torch.fx as fx
 
 from conformance import HarnessError, UsageError, verify
-from conformance.adapters import clone_inputs, load_pass
+from conformance.adapters import load_pass
+from conformance.copies import clone_inputs
 from conformance.search import workers
 from conformance.search._spawn import Worker
 from conformance.search._wire import dumps_case, loads_case

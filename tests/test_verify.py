@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from conformance import UsageError, check
-from conformance.adapters import clone_inputs
+from conformance.copies import clone_inputs
 from tests.graphs import build
 
 aten = torch.ops.aten
@@ -665,21 +665,21 @@ def _div_as_mul(gm):
 
 
 def test_a_verdict_says_when_its_values_were_judged_without_the_fp64_reference(monkeypatch):
-    from conformance import adapters
+    from conformance import copies
 
     gm = _graph(lambda g, x, y: [g.call_function(aten.div.Tensor, (g.call_function(aten.add.Tensor, (x, y)), 3.0))])
     x, y = torch.linspace(-3, 3, 64), torch.linspace(1, 2, 64)
     assert not torch.equal(_div_as_mul(copy.deepcopy(gm))(x, y)[0], gm(x, y)[0])  # so the reference is asked for
     v = check(_div_as_mul, gm, (x, y), device="cpu")
     assert v.ok and v.no_reference == ""
-    restorage = adapters.restorage
+    restorage = copies.restorage
 
     def no_float64(inputs, float_dtype=None):
         if float_dtype == torch.float64:
             raise RuntimeError("planted: no float64 here")
         return restorage(inputs, float_dtype=float_dtype)
 
-    monkeypatch.setattr(adapters, "restorage", no_float64)
+    monkeypatch.setattr(copies, "restorage", no_float64)
     v = check(_div_as_mul, gm, (x, y), device="cpu")
     assert v.ok and v.no_reference == "the fp64 reference did not run: RuntimeError: planted: no float64 here"
 

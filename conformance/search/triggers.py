@@ -48,7 +48,7 @@ from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
 from strategies._draw.support import cpu_support
 
 from .._errors import HarnessError
-from ..adapters import clone_inputs, graph_run
+from ..copies import clone_inputs, graph_run
 from ..changes import what_changed
 from ..checker import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
