@@ -44,10 +44,10 @@ from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violati
 from .adapters import PassReturnError, PassUnderTest, load_pass
 from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
-from .copies import clone_inputs, clone_tensor, graph_run, snapshot, to_device
+from .copies import attr_or_none, clone_inputs, clone_tensor, graph_run, snapshot, tensor_constants, to_device
 from .dynamic import DYNAMIC, DynamicCheck, as_shapes
 from .invariants import Recorder, fake_rederives, first_line as _first_line, meta_val_errors, node_label, structural_errors
-from .oracle import SPECIALS, Oracle, attr_or_none, bitwise_equal, compare_metadata, tensor_constants
+from .oracle import SPECIALS, Oracle, bitwise_equal, compare_metadata
 
 
 class ExampleTimeout(BaseException):

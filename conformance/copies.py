@@ -4,13 +4,15 @@ The caller's graph, constants and inputs are never touched. A pass gets a ``snap
 (new nodes, cloned constants); every run gets copies of the inputs made by ``restorage``, the one
 way tensors are copied, which keeps sizes, strides, storage offsets and which tensors share a
 storage, so the graph's views and in-place writes mean what they meant (``clone_inputs``,
-``clone_tensor``; ``to_device`` the same on another device). Every run is inside ``graph_run``:
-torch's generators seeded and restored, grad mode as it was, random ops in logical order.
+``clone_tensor``; ``to_device`` the same on another device); ``tensor_constants`` are the constants
+a run reads and may write. Every run is inside ``graph_run``: torch's generators seeded and
+restored, grad mode as it was, random ops in logical order.
 """
 
 from __future__ import annotations
 
 import copy
+import operator
 from contextlib import contextmanager, nullcontext
 
 import torch
@@ -155,3 +157,29 @@ def graph_run(gm: fx.GraphModule | None = None):
                 yield
         finally:
             torch._C._set_grad_enabled(grad)
+
+
+def tensor_constants(gm: fx.GraphModule) -> dict:
+    """``{target: tensor}`` for the tensors the graph's ``get_attr`` nodes read and the buffers of the
+    modules its ``call_module`` nodes run (module state a run may write: a train-mode batch norm's
+    running statistics)."""
+    found = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.target not in found:
+            value = attr_or_none(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                found[node.target] = value
+        elif node.op == "call_module":
+            module = attr_or_none(gm, node.target)
+            if isinstance(module, torch.nn.Module):
+                for name, buf in module.named_buffers():
+                    found.setdefault(f"{node.target}.{name}", buf)
+    return found
+
+
+def attr_or_none(gm: torch.nn.Module, target: str):
+    """The attribute at dotted ``target``, or None where the module has none."""
+    try:
+        return operator.attrgetter(target)(gm)
+    except AttributeError:
+        return None

@@ -15,13 +15,15 @@ import torch
 from torch.library import Library
 
 from conformance import UsageError, check, verify
-from conformance.oracle import compare_outputs, compare_values, scalar_path_run
+from conformance.oracle import compare_outputs, compare_values
+from conformance.reruns import scalar_path_run
 from strategies import attach_meta
 from tests.graphs import build
 
 aten = torch.ops.aten
 verify_module = importlib.import_module("conformance.checker")
 oracle = importlib.import_module("conformance.oracle")
+reruns = importlib.import_module("conformance.reruns")
 
 
 def _replace_outputs(make):
@@ -172,7 +174,7 @@ def test_a_result_matching_eager_scalar_kernel_passes(monkeypatch):
     assert compare_outputs(gm, INF, [torch.tensor([2.0, float("inf"), -4.0, 8.0])]) is None
     assert compare_outputs(gm, INF, [torch.tensor([2.0, float("inf"), -4.0, 9.0])]) is not None
     # the same verdict without eager's scalar kernels is a violation: the test above can fail
-    monkeypatch.setitem(oracle.RERUNS, "scalar", lambda gm, inputs: None)
+    monkeypatch.setitem(reruns.RERUNS, "scalar", lambda gm, inputs: None)
     verdict = check(_retarget(aten.clone.default), gm, INF)
     assert [v.property for v in verdict.violations] == ["values"]
 
@@ -188,7 +190,7 @@ def test_a_mutated_input_may_match_either_eager_kernel(monkeypatch):
         return [c(aten.mul.Tensor, x, 1.0)]
 
     assert check(_retarget(aten.clone.default), build(1, body), INF).ok
-    monkeypatch.setitem(oracle.RERUNS, "scalar", lambda gm, inputs: None)
+    monkeypatch.setitem(reruns.RERUNS, "scalar", lambda gm, inputs: None)
     verdict = check(_retarget(aten.clone.default), build(1, body), INF)
     assert {v.property for v in verdict.violations} == {"values", "mutations"}
 
@@ -247,13 +249,13 @@ def test_on_a_gpu_a_result_of_flushed_subnormal_inputs_passes_and_on_a_cpu_it_do
     flushed = [torch.log(torch.tensor([0.0, 1.0, 2.0]))]
     assert oracle.compare_outputs(gm, (x,), flushed) is not None
     assert check(flushing, gm, (x,), properties=["values"]).violations
-    monkeypatch.setattr(oracle, "on_gpu", lambda inputs: True)
+    monkeypatch.setattr(reruns, "on_gpu", lambda inputs: True)
     assert oracle.compare_outputs(gm, (x,), flushed) is None
     assert check(flushing, gm, (x,), properties=["values"]).ok
     wrong = [torch.tensor([float("nan"), 1.0, 2.0])]  # not what flushing gives: still caught
     assert oracle.compare_outputs(gm, (x,), wrong) is not None
-    assert oracle.flush_subnormals(torch.tensor([-1e-40, 1e-30])).tolist() == [0.0, pytest.approx(1e-30)]
-    assert torch.signbit(oracle.flush_subnormals(torch.tensor([-1e-40]))).item()
+    assert reruns.flush_subnormals(torch.tensor([-1e-40, 1e-30])).tolist() == [0.0, pytest.approx(1e-30)]
+    assert torch.signbit(reruns.flush_subnormals(torch.tensor([-1e-40]))).item()
 
 
 _CALLS = []
@@ -276,12 +278,12 @@ def test_on_a_gpu_a_second_run_of_the_original_is_eagers_result_too(monkeypatch)
     fails everywhere."""
     gm = torch.fx.symbolic_trace(lambda x: _differs_each_run(x))
     x = (torch.zeros(3),)
-    monkeypatch.setitem(oracle.RERUNS, "scalar", lambda gm, inputs: None)  # another run too, on the CPU
+    monkeypatch.setitem(reruns.RERUNS, "scalar", lambda gm, inputs: None)  # another run too, on the CPU
     other = [torch.full((3,), 1 + 2 ** -10)]
     wrong = [torch.full((3,), 1 + 2 ** -5)]
     _CALLS.clear()
     assert oracle.compare_outputs(gm, x, other) is not None
-    monkeypatch.setattr(oracle, "on_gpu", lambda inputs: True)
+    monkeypatch.setattr(reruns, "on_gpu", lambda inputs: True)
     _CALLS.clear()
     assert oracle.compare_outputs(gm, x, other) is None
     _CALLS.clear()
@@ -337,15 +339,15 @@ def test_a_nan_sign_no_eager_gives_fails(monkeypatch):
     assert compare_outputs(neg, NAN_SIGNS, [torch.tensor([1.0, -2.0, -3.0])]) is None
     assert compare_outputs(neg, NAN_SIGNS, [torch.tensor([1.0, -2.0, 3.0])]) is not None
     # and the rule is what passes the positive pass: without it, a CPU whose exp keeps the sign flags it
-    monkeypatch.setitem(oracle.RERUNS, "positive_nan", lambda gm, inputs: None)
+    monkeypatch.setitem(reruns.RERUNS, "positive_nan", lambda gm, inputs: None)
     eager_first = torch.signbit(build(2, _sign_of_exp)(*NAN_SIGNS)[0][0]).item()
     assert (compare_outputs(gm, NAN_SIGNS, [torch.tensor([1.0, 2.0, 3.0])]) is None) == (not eager_first)
 
 
 def test_positive_nan_run_is_none_where_no_op_makes_a_nan():
     gm = build(2, _sign_of_exp)
-    assert oracle.positive_nan_run(gm, (torch.ones(3), torch.ones(3))) is None
-    out = oracle.positive_nan_run(gm, NAN_SIGNS)[0]
+    assert reruns.positive_nan_run(gm, (torch.ones(3), torch.ones(3))) is None
+    out = reruns.positive_nan_run(gm, NAN_SIGNS)[0]
     assert torch.equal(out[0], torch.tensor([1.0, 2.0, 3.0]))
 
 

@@ -536,7 +536,8 @@ def test_an_f64_output_of_an_f32_intermediate_gets_f32_tolerances():
 
 
 def test_least_precise_counts_what_the_reference_computes_more_exactly():
-    from conformance.oracle import least_precise, reference_run
+    from conformance.oracle import least_precise
+    from conformance.reruns import reference_run
     from tests.graphs import build
     from strategies import attach_meta
 
@@ -562,7 +563,7 @@ def test_the_reference_computes_floats_made_from_integers_in_float64():
     as close to the truth (0.23702015) was flagged (make conformance, seed 3571268121)."""
     import math
 
-    from conformance.oracle import reference_run
+    from conformance.reruns import reference_run
     from tests.graphs import build
 
     aten = torch.ops.aten
@@ -665,21 +666,21 @@ def _div_as_mul(gm):
 
 
 def test_a_verdict_says_when_its_values_were_judged_without_the_fp64_reference(monkeypatch):
-    from conformance import copies
+    from conformance import reruns
 
     gm = _graph(lambda g, x, y: [g.call_function(aten.div.Tensor, (g.call_function(aten.add.Tensor, (x, y)), 3.0))])
     x, y = torch.linspace(-3, 3, 64), torch.linspace(1, 2, 64)
     assert not torch.equal(_div_as_mul(copy.deepcopy(gm))(x, y)[0], gm(x, y)[0])  # so the reference is asked for
     v = check(_div_as_mul, gm, (x, y), device="cpu")
     assert v.ok and v.no_reference == ""
-    restorage = copies.restorage
+    restorage = reruns.restorage
 
     def no_float64(inputs, float_dtype=None):
         if float_dtype == torch.float64:
             raise RuntimeError("planted: no float64 here")
         return restorage(inputs, float_dtype=float_dtype)
 
-    monkeypatch.setattr(copies, "restorage", no_float64)
+    monkeypatch.setattr(reruns, "restorage", no_float64)
     v = check(_div_as_mul, gm, (x, y), device="cpu")
     assert v.ok and v.no_reference == "the fp64 reference did not run: RuntimeError: planted: no float64 here"
 
