@@ -19,7 +19,8 @@ from torch.utils._pytree import tree_flatten
 import strategies
 from conformance import HarnessError
 from conformance._result import Violation
-from conformance.repro import graph_source, inputs_source, write_repro
+from conformance.repro import write_repro
+from conformance.source import graph_source, inputs_source
 
 aten = torch.ops.aten
 # What every generated script defines before build_graph() and make_inputs().
