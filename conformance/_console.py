@@ -13,9 +13,10 @@ _SHRINK_EVERY = 500  # graphs run between two progress lines while shrinking
 class ConsoleReporter:
     """A ``verify(reporter=...)`` sink that writes to ``stream`` (stdout by default)."""
 
-    def __init__(self, stream=None, rich: bool | None = None):
+    def __init__(self, stream=None, rich: bool | None = None, verbose: bool = False):
         self.stream = stream or sys.stdout
         self.rich = self.stream.isatty() if rich is None else rich
+        self.verbose = verbose  # list each kind of warning the run counted (-v)
         self.total, self.progress, self.task, self.last_pct = 0, None, None, -1
         self.shrinking = None  # graphs run when the last shrinking line was printed (None: nothing found yet)
         if self.rich:
@@ -69,6 +70,13 @@ class ConsoleReporter:
     def note(self, text: str):
         self._line(f"  note: {text}")
 
+    def warned(self, warning: dict):
+        """A kind of warning the pass raised, the first time an example raised it."""
+        where = "while shrinking" if warning.get("example") and warning["example"] > self.total else ""
+        example = f"example {warning['example']}" if warning.get("example") else "an example"
+        self._line(f"  {example}{' ' + where if where else ''}: the pass warned: {warning['category']}: "
+                   f"{_first(warning['message'])}")
+
     def focus(self, focus: dict):
         line = focus_line(focus)
         if line:
@@ -104,6 +112,8 @@ class ConsoleReporter:
         if result.no_reference:
             self._line(f"{result.no_reference} graphs had values judged by the dtype tolerances alone: "
                        f"{'; '.join(result.no_reference_why) or 'the fp64 reference did not run'}")
+        for line in warning_lines(result, self.verbose):
+            self._line(line)
         if result.unrunnable:
             self._line(f"{result.unrunnable} drawn graphs did not run as given on {result.options.get('device', 'cpu')} "
                        f"(not the pass's doing: each was replaced by another draw)")
@@ -156,6 +166,43 @@ def fire_line(result: VerifyResult) -> str:
     if result.examples and 0 < result.changed_share < LOW_FIRE_SHARE:
         line += f"; warning: under {LOW_FIRE_SHARE:.0%}, so few graphs tested it; {VACUOUS_HINT}"
     return line
+
+
+def warning_lines(result: VerifyResult, verbose: bool = False) -> list:
+    """What the summary says of warnings: the pass's (each shown above with its example), and the
+    run's own, counted: the search's, whose count a seed reproduces (each kind listed when
+    ``verbose``), and trigger discovery's (``verbose`` only: counted where discovery ran, none
+    where its result came from the cache)."""
+    lines = []
+    if result.pass_warnings:
+        n = sum(w["count"] for w in result.pass_warnings)
+        lines.append(f"the pass warned {_n(n, 'time')} ({_n(len(result.pass_warnings), 'kind')}, each shown above "
+                     f"with the first example that raised it)")
+    search = [k for k in result.warnings if k["where"] != "discovery"]
+    discovery = [k for k in result.warnings if k["where"] == "discovery"]
+    if search:
+        lines.append(f"{_n(sum(k['count'] for k in search), 'warning')} from torch while drawing and running graphs: "
+                     f"{_n(len(search), 'kind')}" + ("" if verbose else " (-v lists them)"))
+    if verbose:
+        lines += [_kind_line(k) for k in search]
+        if discovery:
+            lines.append(f"{_n(sum(k['count'] for k in discovery), 'warning')} while trigger discovery drew and "
+                         f"probed graphs (counted where it runs, not where its result is cached): "
+                         f"{_n(len(discovery), 'kind')}")
+            lines += [_kind_line(k) for k in discovery]
+    return lines
+
+
+def _kind_line(kind: dict) -> str:
+    return f"  {kind['count']} x {kind['category']} ({kind['where']}): {_first(kind['message'])}"
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _first(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
 def focus_line(focus: dict) -> str | None:

@@ -73,15 +73,20 @@ class Verdict:
     # why values that differed were judged by the dtype tolerances alone (the fp64 reference could not
     # run); "" when it ran or no value needed it
     no_reference: str = ""
+    # warnings raised while the graphs ran, counted and not shown: {"category", "message", "where",
+    # "count"} each (_warning_log.WHERES); and those the pass raised while it was called (no "where")
+    warnings: list = field(default_factory=list)
+    pass_warnings: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
     def __str__(self) -> str:
-        if self.ok:
-            return f"ok ({', '.join(self.checked)})"
-        return "\n".join(f"{v.property}: {v.message}" for v in self.violations)
+        text = f"ok ({', '.join(self.checked)})" if self.ok else \
+            "\n".join(f"{v.property}: {v.message}" for v in self.violations)
+        # what the pass warned is its own, so a repro script (which prints this) shows it too
+        return text + "".join(f"\nthe pass warned: {w['category']}: {w['message']}" for w in self.pass_warnings)
 
 
 @dataclass
@@ -120,6 +125,12 @@ class VerifyResult:
     # torch findings of the generator's own: eager calls that killed the drawing process (the call,
     # how it died, its op); each draw was discarded and the search ran again without it
     generator_crashes: list = field(default_factory=list)
+    # warnings raised while graphs were drawn and run (the run's business: counted, never printed),
+    # {"category", "message", "where", "count"} each, where one of _warning_log.WHERES
+    warnings: list = field(default_factory=list)
+    # warnings the pass raised while called: {"category", "message", "count", "example"} each, example
+    # the first that raised it
+    pass_warnings: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -41,6 +41,7 @@ from strategies import attach_meta
 
 from ._errors import OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict, Violation
+from ._warning_log import PASS, WarningLog, quietly, recording
 from .adapters import PassReturnError, PassUnderTest, load_pass
 from .changes import what_changed
 from .contracts import ContractContext, get_contracts, storage_of
@@ -115,6 +116,16 @@ class Checker:
         it), ``sizes``: sizes to run it at besides the ones the ``dynamic`` property picks."""
         if self.dynamic and symbolic is None:
             raise UsageError("this checker judges graphs over symbolic sizes: pass symbolic= (their SymbolicShapes)")
+        # Torch's warnings while the graphs run are counted in the verdict, never shown; the pass's own
+        # are kept apart (``pass_warnings``): the search reports them with the example (_warning_log.py).
+        log = WarningLog()
+        with recording(log):
+            verdict = quietly("oracle", self._check, gm, inputs, symbolic, sizes)
+        verdict.warnings = log.kinds(lambda where: where != PASS)
+        verdict.pass_warnings = [{k: v for k, v in kind.items() if k != "where"} for kind in log.kinds(PASS)]
+        return verdict
+
+    def _check(self, gm, inputs, symbolic, sizes) -> Verdict:
         tensors = (*inputs, *gm.buffers(), *gm.parameters())
         if any(isinstance(t, torch.Tensor) and t.device.type != self.device for t in tensors):
             gm, inputs = to_device(gm, tuple(inputs), self.device)  # drawn elsewhere (graphs(device=) draws here)
@@ -148,7 +159,7 @@ class _Run:
         exp_in = clone_inputs(self.inputs)
         original = _pristine(self.gm)
         try:
-            exp_out, exp_grad = _call(original, exp_in)
+            exp_out, exp_grad = quietly("original", _call, original, exp_in)
         except Exception as exc:  # noqa: BLE001 - the graph itself, not the pass: never the pass's verdict
             device = next((t.device for t in self.inputs if isinstance(t, torch.Tensor)), "cpu")
             raise OriginalFailed(f"the original graph does not run on {device}: {type(exc).__name__}: "
@@ -169,7 +180,7 @@ class _Run:
         act_in = clone_inputs(self.inputs)
         try:
             with timed(self.c.timeout):
-                act_out, act_grad = _call(after, act_in)
+                act_out, act_grad = quietly("result", _call, after, act_in)
         except ExampleTimeout:
             self.violation(EXECUTION, f"time={self.c.timeout:g} s elapsed running the graph the pass returned, but "
                                       f"it should run within the timeout: it hangs or is far too slow", kind="hung")
@@ -221,7 +232,7 @@ class _Run:
     def _apply(self, gm, inputs):
         try:
             with graph_run(), timed(self.c.timeout):
-                return self.c.pass_.apply(gm, clone_inputs(inputs))
+                return quietly(PASS, self.c.pass_.apply, gm, clone_inputs(inputs))
         except PassReturnError as exc:
             self.violation(EXECUTION, str(exc), kind="returned")
         except UsageError:
@@ -241,7 +252,7 @@ class _Run:
         rec = Recorder(after)
         try:
             with graph_run(after), timed(self.c.timeout):
-                rec.run(*clone_inputs(self.inputs))
+                quietly("result", rec.run, *clone_inputs(self.inputs))
         except Exception as exc:  # noqa: BLE001 - forward ran, the interpreter did not
             self.violation("validity", f"fx.Interpreter run raised {type(exc).__name__}: {_first_line(exc)}, "
                                        f"but should agree with forward(){_node(after, rec.failed)}")
@@ -260,7 +271,7 @@ class _Run:
         rec = Recorder(self.gm)
         try:
             with graph_run(self.gm):
-                rec.run(*clone_inputs(self.inputs))
+                quietly("original", rec.run, *clone_inputs(self.inputs))
         except Exception:  # noqa: BLE001 - the original's interpreter run failing is not the pass's
             return set()
         return {_meta_key(m) for m in meta_val_errors(self.gm, rec.seen)}
@@ -480,7 +491,7 @@ def _run_failure(after, inputs, exc) -> str:
     rec = Recorder(after)
     try:
         with graph_run(after):
-            rec.run(*clone_inputs(inputs))
+            quietly("result", rec.run, *clone_inputs(inputs))
     except Exception:  # noqa: BLE001 - we only want the failing node
         pass
     return (f"running the transformed graph raised {type(exc).__name__}: {_first_line(exc)}, but should run "
@@ -544,7 +555,9 @@ def check(pass_, gm: fx.GraphModule, example_inputs, *, properties=None, ensure=
     ``specials``: "strict" (NaN/inf exactly where the original has them) or "relaxed" (where the
     original overflowed or lost a value the fp64 reference has, a result near the reference passes).
     ``pass_kwargs``/``context``: extra keyword arguments for the pass, and a context-manager factory it
-    runs inside (see ``load_pass``). ``gm`` and ``example_inputs`` are never modified. Nodes without ``meta['val']`` get it from an
+    runs inside (see ``load_pass``). ``gm`` and ``example_inputs`` are never modified.
+    Warnings raised while the graphs run are counted in ``verdict.warnings``, not shown; the pass's
+    own in ``verdict.pass_warnings``. Nodes without ``meta['val']`` get it from an
     eager run on a copy, as generated graphs have it (many passes read it).
 
     >>> import torch, torch.fx as fx

@@ -52,7 +52,7 @@ def _verify(args) -> int:
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
-                        reporter=ConsoleReporter())
+                        reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -226,6 +226,9 @@ def _add_verify(sub) -> None:
     v.add_argument("--allow-vacuous", action="store_true",
                    help="exit 0, not 4, when the pass changed none of the graphs")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
+    v.add_argument("-v", "--verbose", action="store_true",
+                   help="list each kind of warning torch raised while the run drew and ran graphs (they are "
+                        "counted, never printed; a warning the pass raises is always shown with its example)")
     v.set_defaults(func=_verify)
 
 

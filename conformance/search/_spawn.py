@@ -12,8 +12,10 @@ context; it loads the pass once (``_wire.pass_recipe``) and then judges the exam
 - Protocol: over one ``multiprocessing`` pipe, the worker first answers ``("ready", pid)`` (or
   ``("failed", text)`` when the pass does not load there); then each request, ``("check", bytes
   of _wire.dumps_case)`` or ``("call", "pkg.mod:fn", args)`` (trigger discovery), is answered by
-  ``("ok", value, retire)`` or ``("error", text, retire)`` (the check raised: ``ChildDied(raised=
-  True)``, as a forked child reports it). ``retire``: the worker's CUDA context is lost (an illegal
+  ``("ok", value, retire, warned)`` or ``("error", text, retire, warned)`` (the check raised:
+  ``ChildDied(raised=True)``, as a forked child reports it). ``warned``: the warnings the request
+  raised outside a check's own count, for the parent's (``_warning_log``); the worker prints none.
+  ``retire``: the worker's CUDA context is lost (an illegal
   memory access or a device-side assert is sticky: every later kernel of the process fails), so it
   leaves after this answer and the next example gets a new worker.
   While it checks, the worker also sends ``("phase", timed)`` where the pass's timed phases start
@@ -38,6 +40,7 @@ import torch
 from .._errors import HarnessError, UsageError
 from .._result import EXECUTION, Violation
 from .. import checker as _checker
+from .._warning_log import WarningLog, absorb, quietly, recording
 from .isolate import ChildDied, Phases, death_reason, in_forked_child
 from ._wire import dumps_case, load_recipe, loads_case, pass_recipe
 
@@ -100,7 +103,8 @@ class Worker:
         if reply is None:  # a hang the worker's own SIGALRM did not end
             self._kill()
             raise phases.died()
-        kind, value, retire = reply
+        kind, value, retire, warned = reply
+        absorb(warned)
         if retire:
             self._reap()
         if kind == "ok":
@@ -184,17 +188,10 @@ def _serve(conn, recipe: bytes, forked_from_server: bool) -> None:
             message = pickle.loads(conn.recv_bytes())
         except EOFError:
             return
+        warned = WarningLog()  # filed by the parent under what it asked for ("" here: discovery, the search)
         try:
-            if message[0] == "check":
-                gm, inputs, symbolic = loads_case(message[1])
-                _checker.PHASE_HOOK = lambda timed: conn.send_bytes(pickle.dumps(("phase", timed)))
-                try:
-                    reply = ["ok", checker.check(gm, inputs, symbolic)]
-                finally:
-                    _checker.PHASE_HOOK = None
-            else:
-                module, name = message[1].split(":")
-                reply = ["ok", getattr(importlib.import_module(module), name)(put, *message[2])]
+            with recording(warned):
+                reply = ["ok", quietly("", _answer, message, put, checker, conn)]
         except BaseException as exc:  # noqa: BLE001 - reported as the fork path reports it
             reply = ["error", f"{type(exc).__name__}: {exc}"]
         lost = _cuda_context_lost(checker.device)
@@ -204,12 +201,25 @@ def _serve(conn, recipe: bytes, forked_from_server: bool) -> None:
                 EXECUTION, f"the CUDA context failed after the run ({lost}), but should stay usable (a kernel of the "
                            f"pass's graph failed)", kind="crashed"))
         try:
-            data = pickle.dumps((*reply, bool(lost)), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((*reply, bool(lost), warned.kinds()), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result: its text
-            data = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", bool(lost)))
+            data = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", bool(lost), warned.kinds()))
         conn.send_bytes(data)
         if lost:
             return
+
+
+def _answer(message, put, checker, conn):
+    """The value a request asks for: a check's Verdict, or what a ``pkg.mod:fn`` call returns."""
+    if message[0] == "check":
+        gm, inputs, symbolic = loads_case(message[1])
+        _checker.PHASE_HOOK = lambda timed: conn.send_bytes(pickle.dumps(("phase", timed)))
+        try:
+            return checker.check(gm, inputs, symbolic)
+        finally:
+            _checker.PHASE_HOOK = None
+    module, name = message[1].split(":")
+    return getattr(importlib.import_module(module), name)(put, *message[2])
 
 
 def _cuda_context_lost(device: str) -> str | None:

@@ -25,6 +25,7 @@ from strategies import SIZES, Focus, InvalidArgument, check_ir, graphs
 from .. import report as _report
 from .._errors import HarnessError, OriginalFailed, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
+from .._warning_log import PassWarnings, WarningLog, quietly, recording
 from ..adapters import load_pass, reference_of
 from ..dynamic import DYNAMIC
 from ..invariants import first_line
@@ -83,6 +84,7 @@ class NullReporter:
     def example(self, ok: bool, done: int): ...
     def found(self, violation: Violation): ...
     def note(self, text: str): ...
+    def warned(self, warning: dict): ...
     def focus(self, focus: dict): ...
     def finish(self, result: VerifyResult): ...
 
@@ -100,6 +102,8 @@ class _Found:
         self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
         self.dynamic = {}  # dynamic=True: sizes run, prover verdicts and their time, summed (add_dynamic)
         self.generator_crashes = []  # torch killed the generator's eager call: {"call", "death", "op"} each
+        self.warnings = WarningLog()  # raised while graphs were drawn and run: counted, never shown
+        self.pass_warnings = PassWarnings()  # raised by the pass: each kind with the example that first did
 
     @property
     def examples(self) -> int:
@@ -250,7 +254,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             if opts["device"] == "cuda":
                 reporter.note(f"examples run in this process, so a crash on CUDA ends the run ({exc})")
     seed = random.getrandbits(32) if seed is None else int(seed)
-    seeds = resolve_seed_graphs(seed_graphs)
+    prior = _Found()  # what the run met outside the search it reports: discovery, an earlier focused search
+    with recording(prior.warnings):
+        seeds = quietly("discovery", resolve_seed_graphs, seed_graphs)
     named = focus not in ("auto", "none", None)
     if opts["ir"] == "torch" and (named or seeds):  # focus and seeds are ATen ops and programs
         raise UsageError("focus ops and seed graphs shape ATen graphs; ir=torch draws nn.Modules (use focus none)")
@@ -259,8 +265,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     else:
         if opts["ir"] == "torch" or dynamic:
             focus = "none"
-        with probing_in(worker):  # discovery probes in the worker where this process may not fork
-            focus_obj, focus_info = resolve_focus(focus, put, mutations=graphs == "mutating", timeout=timeout)
+        # discovery probes in the worker where this process may not fork
+        with probing_in(worker), recording(prior.warnings):
+            focus_obj, focus_info = quietly("discovery", resolve_focus, focus, put, mutations=graphs == "mutating",
+                                            timeout=timeout)
     if seeds:
         focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
         focus_info["seeds"] = [repr(s) for s in seeds]
@@ -269,7 +277,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     reporter.start(put.name, max_examples, opts)
     reporter.focus(focus_info)
     t0 = time.monotonic()
-    stream = _Stream(result, json)
+    stream = _Stream(result, json, prior)
 
     def search(focus):
         run = functools.partial(_run, checker, put, opts, focus, seed, max_examples, workers, repro_dir, reporter,
@@ -294,12 +302,14 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             # report says so.
             focus_info["unfocused_after"] = {"examples": found.examples, "changed": 0}
             reporter.note(f"the focused search changed none of {found.examples} graphs: searching plain graphs")
+            prior.warnings.absorb(found.warnings.kinds())
+            prior.pass_warnings.merge(found.pass_warnings)
             found = search(None)
     finally:
         if worker is not None:
             worker.close()
     result.interrupted = found.interrupted
-    _fill(result, found)
+    _fill(result, found, prior)
     checked = found.checked()
     result.properties = {p: PropertyCount(checked.get(p, 0), p in found.best) for p in checker.checked}
     result.violations = [found.best[p][1] for p in sorted(found.best, key=_order(checker.checked))]
@@ -345,11 +355,16 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
             reporter.found(v)
             stream.update(total, force=True)
 
+    def on_warned(warning):  # a driver's first of a kind: shown once, whichever driver met it first
+        if total.pass_warnings.add(warning["example"], [warning]):
+            reporter.warned(warning)
+
     budgets = [max_examples // workers + (1 if i < max_examples % workers else 0) for i in range(workers)]
     budgets = [b for b in budgets if b > 0]
     avoid, generator_crashes = [], []
     while True:
-        founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found, avoid)
+        founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found, avoid,
+                                                   on_warned=on_warned)
         if crashed is None or crashed.drawing is None or interrupted:
             break
         # torch died under the generator's own eager call: not the pass's doing. Recorded as a torch
@@ -375,6 +390,8 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
         merged.shrink_runs += f.shrink_runs
         merged.unrunnable += f.unrunnable
         merged.add_known(list(f.known.values()))
+        merged.warnings.absorb(f.warnings.kinds())
+        merged.pass_warnings.merge(f.pass_warnings)
         if f.dynamic:
             merged.add_dynamic(f.dynamic)
         for p, (size, v, _) in f.best.items():
@@ -391,8 +408,14 @@ def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds) -> bool:
             and tally(r for r in found.runs if r is not None)[0] == 0)
 
 
-def _fill(result: VerifyResult, found: _Found) -> None:
+def _fill(result: VerifyResult, found: _Found, prior: _Found | None = None) -> None:
     result.examples, result.shrink_runs = found.examples, found.shrink_runs
+    noise, warned = WarningLog(), PassWarnings()
+    for f in (prior, found):
+        if f is not None:
+            noise.absorb(f.warnings.kinds())
+            warned.merge(f.pass_warnings)
+    result.warnings, result.pass_warnings = noise.kinds(), warned.listed()
     result.known = list(found.known.values())
     result.unrunnable = len(found.unrunnable)
     missing = [r.no_reference for r in found.runs if r is not None and r.no_reference]
@@ -460,8 +483,10 @@ class _Events:
     def __init__(self, found: _Found, reporter, stream):
         self.found, self.reporter, self.stream = found, reporter, stream
 
-    def example(self, verdict: Verdict, new: list):
+    def example(self, verdict: Verdict, new: list, warned: list = ()):
         self.reporter.example(verdict.ok, self.found.examples)
+        for w in warned:
+            self.reporter.warned(w)
         for v in new:
             self.reporter.found(v)
         self.stream.update(self.found, force=bool(new))
@@ -470,14 +495,14 @@ class _Events:
 class _Stream:
     """Rewrites the JSON report as the run goes (throttled), so an interrupted run keeps its findings."""
 
-    def __init__(self, result: VerifyResult, path):
-        self.result, self.path, self.last = result, path, 0.0
+    def __init__(self, result: VerifyResult, path, prior: _Found | None = None):
+        self.result, self.path, self.last, self.prior = result, path, 0.0, prior
         self.static = _report.static_info() if path else None
 
     def update(self, found: _Found, force=False):
         if not self.path or (not force and time.monotonic() - self.last < _STREAM_EVERY_S):
             return
-        _fill(self.result, found)
+        _fill(self.result, found, self.prior)
         self.result.violations = [v for _, v, _ in found.best.values()]
         self.write()
 
@@ -550,6 +575,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         except OriginalFailed as exc:  # the graph, not the pass: another graph is drawn
             found.unrunnable.append(str(exc))
             reject()
+        found.warnings.absorb(verdict.warnings)
+        warned = found.pass_warnings.add(len(found.runs) + 1, verdict.pass_warnings)
         timed_out = any(v.property == EXECUTION and v.kind == "hung" for v in verdict.violations)
         executed = not any(v.property == EXECUTION for v in verdict.violations)
         held = bool(focus_names) and any(str(n.target) in focus_names for n in case.gm.graph.nodes)
@@ -569,7 +596,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             found.add_known([v for v, ok in zip(verdict.violations, accepted) if ok])
             verdict.violations = [v for v, ok in zip(verdict.violations, accepted) if not ok]
         new = found.add(verdict, case, _size(case))
-        events.example(verdict, new)
+        events.example(verdict, new, warned)
         if timed_out:
             found.timeouts += 1
             if found.timeouts >= MAX_TIMEOUTS:
@@ -577,9 +604,9 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         if not verdict.ok:
             raise _failure_type(verdict.violations[0].property)(verdict, case)
 
-    with generated_examples() as generated:
+    with generated_examples() as generated, recording(found.warnings):
         try:
-            search()
+            quietly("generator", search)  # torch's warnings while drawing: counted, never shown
         except _HarnessFault as exc:
             raise HarnessError(str(exc)) from exc.__cause__
         except _StopSearch:

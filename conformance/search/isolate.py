@@ -26,6 +26,7 @@ import time
 import torch
 
 from .._errors import UsageError
+from .._warning_log import absorb, child_call
 
 
 class ChildDied(Exception):
@@ -163,10 +164,12 @@ def run_forked(fn, timeout: float | None, phased: bool = False):
         # b"T"/b"U" at each phase change, before the pickled result (which starts with b"\x80")
         _checker.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
         code = 0
+        # anything fn raises is reported; the warnings it raised go back to the parent's count, unprinted
+        (kind, value), warned = child_call(fn)
         try:
-            payload = pickle.dumps(("ok", fn()))
-        except BaseException as exc:  # noqa: BLE001 - report anything, then leave
-            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+            payload = pickle.dumps((kind, value, warned))
+        except BaseException as exc:  # noqa: BLE001 - an unpicklable result: report it, then leave
+            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", warned))
         try:
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(payload)
@@ -200,7 +203,8 @@ def run_forked(fn, timeout: float | None, phased: bool = False):
         raise phases.died()
     data = b"".join(chunks)
     if data:
-        kind, value = pickle.loads(data)
+        kind, value, warned = pickle.loads(data)
+        absorb(warned)
         if kind == "ok":
             return value
         raise ChildDied.from_report(value)

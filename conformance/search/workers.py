@@ -65,8 +65,8 @@ class _ChildEvents:
     def __init__(self, fd, found):
         self.fd, self.found = fd, found
 
-    def example(self, verdict, new):
-        _send(self.fd, ("example", verdict.ok, self.found.examples, list(new)))
+    def example(self, verdict, new, warned=()):
+        _send(self.fd, ("example", verdict.ok, self.found.examples, list(new), list(warned)))
 
 
 class DriverDeath(str):
@@ -101,10 +101,13 @@ def _announced(buffer: mmap.mmap) -> str | None:
     return text or None
 
 
-def run_drivers(n: int, budgets: list, search, on_example, on_found, avoid=()) -> tuple:
+def run_drivers(n: int, budgets: list, search, on_example, on_found, avoid=(), on_warned=None) -> tuple:
     """Run ``search(i, budget, events) -> _Found`` in ``n`` forked drivers; merge their results.
     Each driver announces the generator's eager calls as it makes them, and never makes those in
     ``avoid`` (``strategies._build.eager.watch_eager_calls``).
+
+    ``on_warned(warning)``: a kind of warning the pass raised that a driver had not met before (torch's
+    own warnings while the driver draws and runs graphs are counted in its ``_Found``, never printed).
 
     Returns ``(founds, crashed, interrupted)``: the drivers' results, the ``DriverDeath`` of the
     first driver that died (or None), and whether the run was interrupted (Ctrl-C).
@@ -148,6 +151,8 @@ def run_drivers(n: int, budgets: list, search, on_example, on_found, avoid=()) -
                         on_example(frame[1])
                         for v in frame[3]:
                             on_found(v)
+                        for w in frame[4] if on_warned is not None else ():
+                            on_warned(w)
                     elif frame[0] == "done":
                         founds.append(frame[1])
                         finished.add(fd)
