@@ -323,7 +323,7 @@ def _cuda_attention_args(draw):
     """rule_sdpa's arguments for one of the CUDA fused attention overloads (drawn, never run)."""
     from strategies._draw.operands import DrawContext
     from strategies._build.builder import GraphBuilder, StepRejected
-    from strategies._draw.calls import rule_sdpa
+    from strategies._draw.compute_calls import rule_sdpa
     from strategies._build.meta import shared_fake_mode
     from strategies._catalog.ops import rows_named
 

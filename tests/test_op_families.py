@@ -90,7 +90,7 @@ def _flash_args(draw, q_shape):
     """rule_sdpa's arguments for the CPU flash attention, offered an input of ``q_shape``."""
     from strategies._draw.operands import DrawContext
     from strategies._build.builder import GraphBuilder, StepRejected
-    from strategies._draw.calls import rule_sdpa
+    from strategies._draw.compute_calls import rule_sdpa
     from strategies._build.meta import shared_fake_mode
     from strategies._catalog.ops import rows_named
     from strategies._tensors import Layout
