@@ -1,6 +1,6 @@
 """The pointwise lowering's fixed cases: the op table's special-value grid and the golden graphs.
 
-tests/test_pointwise_table.py judges every catalog pointwise row on its grid (``cases``), and
+tests/test_pointwise_table.py judges every catalog pointwise row on its grid (``grid_cases``), and
 tests/test_pointwise_golden.py snapshots the kernels of the ``GOLDEN`` graphs; both judge them on
 CUDA too, in a process of their own (tests/_cuda_run.py), which reads the same cases from here.
 """
@@ -75,7 +75,7 @@ def _scalars(dtype, domain):
     return [s for s in INT_SCALARS if domain not in (C.NONZERO,) or s != 0]
 
 
-def cases(row, dtype):
+def grid_cases(row, dtype):
     """(args, kwargs) variants for one row and dtype: tensors from the special grid, every scalar and
     keyword choice."""
     tensor_positions = [i for i, k in enumerate(row.args) if k in (C.TENSOR, C.TENSOR_OR_SCALAR, C.MASK)]

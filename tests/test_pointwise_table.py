@@ -16,7 +16,7 @@ from reference_lowering.pointwise import TRITON, lower_pointwise
 from reference_lowering.pointwise import _table
 from strategies import OPS
 from tests import _cuda_run
-from tests.pointwise_cases import POINTWISE, SPECIALS, cases, eager_ok, graph_of
+from tests.pointwise_cases import POINTWISE, SPECIALS, eager_ok, graph_of, grid_cases
 
 
 # "cpu" always; "cuda" where there is a device (its cases run in a process of their own)
@@ -68,7 +68,7 @@ def test_a_planted_wrong_row_is_caught(monkeypatch, op, wrong):
     monkeypatch.setitem(TRITON, op, _table.Row(TRITON[op].promote, TRITON[op].kind, wrong))
     caught = False
     for dtype in sorted(row.dtypes, key=str):
-        for args, kwargs in cases(row, dtype):
+        for args, kwargs in grid_cases(row, dtype):
             if eager_ok(row, args, kwargs):
                 gm, inputs = graph_of(row, args, kwargs)
                 caught |= not check(lower, gm, inputs, properties=["values"], specials=SPECIALS).ok
