@@ -4,7 +4,7 @@ Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` m
 there, and Triton gets its own cache directory): ``python -m tests._gpu_compile OUT.json
 [--targets sm_90,sm_80,gfx942] [--planted] [--spread N]``; each case is lowered once and compiled per
 target (``--spread N``: one op table case in N, each for one target in turn).
-The kernels are those of the golden graphs (tests/test_pointwise_golden.py) and, per op table row
+The kernels are those of the golden graphs (tests/pointwise_cases.py) and, per op table row
 and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
 (the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
 (a 65536-wide block; a strided copy), which the test's checks must flag.
@@ -25,6 +25,7 @@ from reference_lowering.pointwise import lower_pointwise
 from reference_lowering.pointwise import _kernel, _runtime
 from reference_lowering.pointwise._targets import TARGETS, compile_for_target, expected_elements
 from tests.graphs import build
+from tests.pointwise_cases import GOLDEN, POINTWISE, eager_ok, graph_of, grid_cases
 
 
 def _meta(t: torch.Tensor) -> torch.Tensor:
@@ -32,21 +33,17 @@ def _meta(t: torch.Tensor) -> torch.Tensor:
 
 
 def golden_cases():
-    from tests.test_pointwise_golden import GOLDEN
-
     for name, (body, make_inputs, dynamic) in sorted(GOLDEN.items()):
         inputs = make_inputs()
         yield f"golden/{name}", build(len(inputs), body), inputs, dynamic
 
 
 def table_cases():
-    from tests.test_pointwise_table import POINTWISE, _cases, _eager_ok, _graph
-
     for row in POINTWISE:
         for dtype in sorted(row.dtypes, key=str):
-            for args, kwargs in _cases(row, dtype):
-                if _eager_ok(row, args, kwargs):
-                    gm, inputs = _graph(row, args, kwargs)
+            for args, kwargs in grid_cases(row, dtype):
+                if eager_ok(row, args, kwargs):
+                    gm, inputs = graph_of(row, args, kwargs)
                     yield f"table/{row.name}/{str(dtype).removeprefix('torch.')}", gm, inputs, False
                     break
 

@@ -9,7 +9,7 @@ import torch
 
 from reference_lowering.pointwise import TRITON, _table
 from tests import _cuda_run
-from tests.test_pointwise_table import POINTWISE
+from tests.pointwise_cases import POINTWISE
 
 
 def test_unknown_names_exit_2_with_one_line_naming_them(tmp_path, capsys):

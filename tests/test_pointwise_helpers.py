@@ -22,7 +22,7 @@ import torch
 from reference_lowering.pointwise import _runtime, lower_pointwise
 from reference_lowering.pointwise._helpers import helper_sources
 from tests.graphs import build
-from tests.test_pointwise_table import FLOAT_SCALARS, FLOATS
+from tests.pointwise_cases import FLOAT_SCALARS, FLOATS
 
 aten = torch.ops.aten
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
