@@ -50,21 +50,20 @@ $(STAMP): $(VPY) pyproject.toml
 	@touch $(STAMP)
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and
-# the docstring examples of the three packages, all under the small, derandomized `ci` profile, on
-# WORKERS processes (pytest-xdist). Then the numerics tests again under each CPU capability in
-# CAPABILITIES that is not this machine's own, so that no expected value holds on one CPU only.
-# Wider sweeps of the same properties (more seeds; the cases beyond an even spread of them,
-# conformance/suite/_tiers.py) are marked `sweep`: `make sweep`, `make nightly`.
+# the docstring examples of the three packages (DOCTESTED), in one run under the small,
+# derandomized `ci` profile, on WORKERS processes (pytest-xdist). Then the numerics tests again
+# under each CPU capability in CAPABILITIES that is not this machine's own, so that no expected
+# value holds on one CPU only. Wider sweeps of the same properties (more seeds; the cases beyond an
+# even spread of them, conformance/suite/_tiers.py) are marked `sweep`: `make sweep`, `make nightly`.
+DOCTESTED := strategies reference_lowering $(wildcard conformance/*.py) conformance/symbolic
 test: $(STAMP)
-	$(VPY) -m pytest tests benchmarks conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m "not sweep" \
-		--benchmark-disable
+	$(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) -n $(WORKERS) -m "not sweep" \
+		--benchmark-disable --doctest-modules -W ignore::hypothesis.errors.NonInteractiveExampleWarning
 	@for cap in $$($(VPY) -c "$$OTHER_CAPABILITIES" $(CAPABILITIES)); do \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
 		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) --benchmark-disable \
 			|| exit 1; \
 	done
-	$(VPY) -m pytest --doctest-modules strategies reference_lowering conformance/*.py conformance/symbolic \
-		conformance/suite/_tiers.py -q -p no:cacheprovider --hypothesis-profile=$(PROFILE) -W ignore::hypothesis.errors.NonInteractiveExampleWarning
 
 sweep: $(STAMP)
 	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
