@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ._result import LOW_FIRE_SHARE, VACUOUS_HINT, VerifyResult, Violation
+from ._result import LOW_FIRE_SHARE, VerifyResult, Violation, vacuous_hint
 
 _SHRINK_EVERY = 500  # graphs run between two progress lines while shrinking
 
@@ -121,7 +121,7 @@ class ConsoleReporter:
             self._line(f"torch finding (not the pass's): the generator's eager call {crash['call']} killed the "
                        f"drawing process ({crash['death']}); the search ran again without it")
         if result.vacuous:
-            self._line(f"VACUOUS: {result.vacuous_text}; {VACUOUS_HINT} (seed {result.seed}, "
+            self._line(f"VACUOUS: {result.vacuous_text}; {vacuous_hint(result.options)} (seed {result.seed}, "
                        f"{result.duration_s:.1f} s)")
         elif result.ok:
             self._line(f"OK: no counterexample in {result.examples} {result.ir_text}graphs (seed {result.seed}, "
@@ -157,14 +157,14 @@ def fire_line(result: VerifyResult) -> str:
         ops = ", ".join(item["op"] for item in result.focus["ops"][:4])
         line += (f"; warning: none of the {result.examples} {result.ir_text}graphs held {ops} (what it looks for)"
                  + (f": {result.ir_text.strip()} tracing decomposes them away (try --ir aten, or --seed-graphs with "
-                    f"a program that holds them)" if result.ir_text else "") + f"; {VACUOUS_HINT}")
+                    f"a program that holds them)" if result.ir_text else "") + f"; {vacuous_hint(result.options)}")
     elif dead and dead == result.changed:
         line += ("; warning: in every one it only removed dead code, so unless removing dead code is what it is "
-                 f"for, its rewrite never fired; {VACUOUS_HINT}")
+                 f"for, its rewrite never fired; {vacuous_hint(result.options)}")
     elif dead:
         line += f", {dead} of them only by removing dead code"
     if result.examples and 0 < result.changed_share < LOW_FIRE_SHARE:
-        line += f"; warning: under {LOW_FIRE_SHARE:.0%}, so few graphs tested it; {VACUOUS_HINT}"
+        line += f"; warning: under {LOW_FIRE_SHARE:.0%}, so few graphs tested it; {vacuous_hint(result.options)}"
     return line
 
 

@@ -32,6 +32,13 @@ LOW_FIRE_SHARE = 0.10
 VACUOUS_HINT = "try --focus aten.OP,... (the ops your pass rewrites) or --graphs mutating"
 
 
+def vacuous_hint(options: dict) -> str:
+    """``VACUOUS_HINT``, less what the run already did (``--graphs mutating``)."""
+    if (options or {}).get("graphs") == "mutating":
+        return "try --focus aten.OP,... (the ops your pass rewrites)"
+    return VACUOUS_HINT
+
+
 @dataclass
 class Violation:
     """One property that one example violates.

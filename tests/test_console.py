@@ -45,6 +45,15 @@ def test_a_pipe_gets_plain_lines(tmp_path):
     assert "\x1b[" not in text and "checking graphs" not in text
     assert "8/8 graphs checked" in text and "the pass changed 0 of 8 graphs (0%)" in text
     assert text.rstrip().splitlines()[-1].startswith("VACUOUS: the pass changed none of the 8 graphs")
+    assert "--graphs mutating" in text.splitlines()[-1]
+
+
+def test_a_vacuous_run_on_mutating_graphs_is_not_told_to_draw_mutating_graphs(tmp_path):
+    out = io.StringIO()
+    verify(lambda gm: gm, max_examples=4, seed=0, graphs="mutating", device="cpu", repro_dir=str(tmp_path),
+           reporter=ConsoleReporter(out))
+    last = out.getvalue().rstrip().splitlines()[-1]
+    assert last.startswith("VACUOUS:") and "--focus" in last and "--graphs mutating" not in last
 
 
 def test_after_a_finding_progress_counts_graphs_run_not_graphs_checked():
