@@ -94,10 +94,10 @@ def test_every_dynamic_feature_is_drawn():
 
         collect()
 
-    draw(graphs(dynamic=True), 100)
+    draw(graphs(dynamic=True), 50)  # all but three by the 32nd graph, all by the 40th (measured)
     unfocused = set(seen)
     draw(graphs(dynamic=True, focus=["sym_max", "sym_min", "aten._assert_scalar.default"]), 30)
-    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 130 graphs: {set(DYNAMIC_FEATURES) - seen}"
+    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 80 graphs: {set(DYNAMIC_FEATURES) - seen}"
     assert len(unfocused) >= len(DYNAMIC_FEATURES) - 3, set(DYNAMIC_FEATURES) - unfocused
 
 
@@ -218,7 +218,7 @@ def test_bad_symbolic_arguments_are_usage_errors():
 
 def test_cli_dynamic_finds_baked_sizes_and_the_repro_reproduces(tmp_path, capsys):
     code = cli_main(["verify", "tests.passes.dynamic:bake_sizes", "--dynamic", "--max-examples", "200",
-                     "--seed", "0", "--repro-dir", str(tmp_path)])
+                     "--seed", "1", "--repro-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "dynamic" in out and "[specialised]" in out, out
     # shrunk to one step: a single tensor op and the size arithmetic feeding it
