@@ -19,7 +19,7 @@ context; it loads the pass once (``_wire.pass_recipe``) and then judges the exam
   memory access or a device-side assert is sticky: every later kernel of the process fails), so it
   leaves after this answer and the next example gets a new worker.
   While it checks, the worker also sends ``("phase", timed)`` where the pass's timed phases start
-  and end (``checker.PHASE_HOOK``), so the grace time counts the pass alone (``isolate.Phases``).
+  and end (``deadlines.PHASE_HOOK``), so the grace time counts the pass alone (``isolate.Phases``).
 - Death: no answer because the pipe closed (a signal, ``os._exit``, an abort in a kernel) or none
   within the grace time (a hang SIGALRM cannot interrupt, which is then killed) is a ``ChildDied``
   with the fork path's reasons (``isolate.death_reason``); the next request starts a new worker.
@@ -39,7 +39,7 @@ import torch
 
 from .._errors import HarnessError, UsageError
 from .._result import EXECUTION, Violation
-from .. import checker as _checker
+from .. import deadlines
 from .._warning_log import WarningLog, absorb, quietly, recording
 from .isolate import ChildDied, Phases, death_reason, in_forked_child
 from ._wire import dumps_case, load_recipe, loads_case, pass_recipe
@@ -84,7 +84,7 @@ class Worker:
 
     def _request(self, message, timeout, phased: bool = False):
         """Send ``message``; its answer. ``phased``: a check, whose ``("phase", timed)`` messages
-        (``checker.PHASE_HOOK``) move the kill time as ``isolate.Phases`` says."""
+        (``deadlines.PHASE_HOOK``) move the kill time as ``isolate.Phases`` says."""
         if self._proc is None:
             self._start()
         phases = Phases(timeout, announced=phased)
@@ -213,11 +213,11 @@ def _answer(message, put, checker, conn):
     """The value a request asks for: a check's Verdict, or what a ``pkg.mod:fn`` call returns."""
     if message[0] == "check":
         gm, inputs, symbolic = loads_case(message[1])
-        _checker.PHASE_HOOK = lambda timed: conn.send_bytes(pickle.dumps(("phase", timed)))
+        deadlines.PHASE_HOOK = lambda timed: conn.send_bytes(pickle.dumps(("phase", timed)))
         try:
             return checker.check(gm, inputs, symbolic)
         finally:
-            _checker.PHASE_HOOK = None
+            deadlines.PHASE_HOOK = None
     module, name = message[1].split(":")
     return getattr(importlib.import_module(module), name)(put, *message[2])
 

@@ -31,7 +31,8 @@ from ..dynamic import DYNAMIC
 from ..invariants import first_line
 from ..oracle import describe
 from ..repro import write_repro
-from ..checker import Checker, can_time_out
+from ..checker import Checker
+from ..deadlines import can_time_out
 from .fire import Run, generated_examples, steer, tally
 from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs
 from ._spawn import Worker

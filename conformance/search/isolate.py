@@ -107,7 +107,7 @@ HARNESS_BUDGET_S = 300.0
 
 
 class Phases:
-    """The parent's side of ``checker.PHASE_HOOK``: the kill time of a child, from the phase it is in.
+    """The parent's side of ``deadlines.PHASE_HOOK``: the kill time of a child, from the phase it is in.
 
     A timed phase (the pass, a run of what it returned) gets ``grace`` from its start; the rest of
     the check ``HARNESS_BUDGET_S`` from its own start (or ``grace``, where no phase was ever announced:
@@ -157,12 +157,12 @@ def run_forked(fn, timeout: float | None, phased: bool = False):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never return into the caller's stack
-        from .. import checker as _checker
+        from .. import deadlines
 
         in_forked_child()
         os.close(read_fd)
         # b"T"/b"U" at each phase change, before the pickled result (which starts with b"\x80")
-        _checker.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
+        deadlines.PHASE_HOOK = (lambda timed: os.write(write_fd, _TIMED if timed else _UNTIMED)) if phased else None
         code = 0
         # anything fn raises is reported; the warnings it raised go back to the parent's count, unprinted
         (kind, value), warned = child_call(fn)

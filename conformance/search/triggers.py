@@ -50,7 +50,7 @@ from strategies._draw.support import cpu_support
 from .._errors import HarnessError
 from ..copies import clone_inputs, graph_run
 from ..changes import what_changed
-from ..checker import ExampleTimeout, deadline
+from ..deadlines import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
 
 _MAX_CODE_OBJECTS = 3000

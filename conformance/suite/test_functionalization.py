@@ -20,7 +20,7 @@ from hypothesis import given, reject, settings
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance import check, verify
-from conformance.checker import REPAIR_HINT
+from conformance.properties import REPAIR_HINT
 from reference_lowering import LoweringError
 from reference_lowering.functionalize import functionalize
 from strategies import graphs
