@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.fx-conformance-installed
 PROFILE ?= fx-ci
 CONFORMANCE_PROFILE ?= dev
 
-# Trigger discovery's cache (conformance/search/triggers.py): in the tree, not the user's home.
+# Trigger discovery's cache (conformance/search/trigger_cache.py): in the tree, not the user's home.
 export FX_CONFORMANCE_CACHE ?= $(CURDIR)/.fx-conformance-cache
 
 WORKERS ?= auto

@@ -15,7 +15,8 @@ from conformance.adapters import load_pass
 from conformance.search import triggers
 from conformance.search.focus import resolve_focus
 from conformance.checker import Checker
-from conformance.search.triggers import discover, static_triggers
+from conformance.search.static_triggers import static_triggers
+from conformance.search.triggers import discover
 from strategies import Focus, graphs, rows_named
 
 aten = torch.ops.aten

@@ -1,8 +1,9 @@
 """The search: ``verify()`` drives Hypothesis over generated graphs towards what the pass acts on.
 
 - ``driver.py``: ``verify()``: the Hypothesis search, shrinking, repro scripts, reports, streaming;
-- ``triggers.py``: trigger discovery (the ops and constants the pass's code names, and the ops
-  whose small graphs it changes), cached per pass and catalog;
+- ``triggers.py``: trigger discovery (``discover()``: the ops whose small graphs the pass changes,
+  weighed against plain graphs), over ``static_triggers.py`` (the ops and constants the pass's code
+  names) and ``trigger_cache.py`` (the on-disk cache per pass and catalog, its key and its lock);
 - ``focus.py``: turning ``focus=`` and ``seed_graphs=`` into the generator's ``strategies.Focus``;
 - ``fire.py``: fire accounting (how many graphs the pass changed; a vacuous verdict);
 - ``isolate.py`` / ``workers.py``: examples in forked children, and parallel searches;

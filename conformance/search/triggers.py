@@ -1,8 +1,8 @@
 """Trigger discovery: before the search, find what makes the pass act.
 
 - *code*: the ATen ops and numeric constants the pass's code names, followed through the
-  functions, classes, closures, defaults and globals of its own package (``_Walker``);
-- *pattern*: the targets an Inductor ``PatternMatcherPass`` keys its pattern table by;
+  functions, classes, closures, defaults and globals of its own package (``static_triggers.py``);
+- *pattern*: the targets an Inductor ``PatternMatcherPass`` keys its pattern table by (also there);
 - *probe*: catalog ops whose one-op graph the pass changes;
 - *chain*: ops found so far, in short drawn chains the pass changes;
 - *edges*: producer -> consumer pairs the pass matches: from a pattern table's pattern graphs,
@@ -17,31 +17,24 @@
 
 The result (``Triggers``) feeds ``strategies.Focus``; it is cached per pass and catalog, in
 process and on disk (``FX_CONFORMANCE_CACHE``, default ``~/.cache/fx-conformance``).
+
+Here: ``discover()``, ``Triggers``, the dynamic kinds (the probes: the graphs drawn for them, and the
+pass run on them, in a forked child or the search's worker) and the in-process memory of results.
+Reading the pass's code is ``static_triggers.py``; the on-disk cache, its key and its lock,
+``trigger_cache.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import dis
-import fcntl
 import functools
-import hashlib
-import inspect
-import json
-import math
 import operator
-import os
-import pathlib
-import re
 import time
-import types
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings, seed as hseed
 from hypothesis.errors import Unsatisfiable
 
-import hypothesis
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
 from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
@@ -52,9 +45,9 @@ from ..copies import clone_inputs, graph_run
 from ..changes import what_changed
 from ..deadlines import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
+from .static_triggers import op_name, packet_name, static_triggers
+from .trigger_cache import _cache_key, _discovering, read_entry, write_entry
 
-_MAX_CODE_OBJECTS = 3000
-_MAX_CONSTANTS = 12
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _PAYOFF_EXAMPLES = 24
@@ -70,13 +63,6 @@ PROBE_BUDGET = 1000
 # A forked prober that has not answered after this long (a hang in native code the per-probe timeout
 # cannot end) is killed, as a pass crashing on a probe is: the search meets it itself.
 PROBE_LIMIT_S = 900.0
-_ATEN_STRING = re.compile(r"\baten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def packet_name(op) -> str:
-    """``aten.add`` for ``aten.add.Tensor`` or the packet ``aten.add``."""
-    name = op._schema.name if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name
-    return name.replace("::", ".")
 
 
 @dataclasses.dataclass
@@ -110,229 +96,21 @@ class Triggers:
                 "edges": [{"producer": p, "consumer": c, "how": h} for p, c, h in self.edges],
                 "acting": list(self.acting)}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Triggers:
+        """The inverse of ``to_dict`` (a cache entry; fields it lacks take their defaults)."""
+        return cls(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
+                   constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
+                   share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
+                   edges=[(e["producer"], e["consumer"], e["how"]) for e in data.get("edges", ())],
+                   acting=list(data.get("acting", ())))
+
     def focus(self) -> Focus | None:
         rows = self.rows
         edges = tuple((p, c) for p, c, _ in self.edges)
         acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
         return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
                      acting=acting) if rows else None
-
-
-# --- static: the pass's code ----------------------------------------------------------------------
-
-
-class _Walker:
-    """Follows a pass object through code, closures and globals local to its package."""
-
-    def __init__(self, root):
-        self.local = _local_prefix(root)
-        self.ops: dict = {}  # packet/overload name -> how
-        self.edges: dict = {}  # (producer name, consumer name) -> how
-        self.missing: dict = {}
-        self.constants: list = []
-        self.seen: set = set()
-        self.codes = 0
-
-    def op(self, op, how: str) -> None:
-        """Record an OpOverload or packet: the catalog row's name, its packet's, or a missing one."""
-        if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            return
-        rows = rows_named(op)
-        if len(rows) == 1 and isinstance(op, torch._ops.OpOverload):
-            self.ops.setdefault(rows[0].name, how)
-        else:
-            self.packet(packet_name(op).removeprefix("aten."), how, aten=packet_name(op).startswith("aten."))
-
-    def packet(self, name: str, how: str, aten: bool = True) -> None:
-        if rows_named(f"aten.{name}"):
-            self.ops.setdefault(f"aten.{name}", how)
-        elif aten and not name.startswith("_") and hasattr(torch.ops.aten, name):
-            self.missing.setdefault(f"aten.{name}", how)
-
-    def constant(self, value) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return
-        if abs(value) <= 1e6 and value not in self.constants and len(self.constants) < _MAX_CONSTANTS:
-            self.constants.append(value)
-
-    def walk(self, obj, depth: int = 0) -> None:
-        if depth > 12 or id(obj) in self.seen or self.codes > _MAX_CODE_OBJECTS:
-            return
-        self.seen.add(id(obj))
-        if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            self.op(obj, "code")
-        elif isinstance(obj, (list, tuple)):
-            for item in obj[:512]:
-                self.walk(item, depth + 1)
-        elif isinstance(obj, (set, frozenset)):  # sorted: set order varies between processes
-            for item in sorted(obj, key=repr)[:512]:
-                self.walk(item, depth + 1)
-        elif isinstance(obj, dict):
-            for k, v in list(obj.items())[:512]:
-                self.walk(k, depth + 1)
-                self.walk(v, depth + 1)
-        elif isinstance(obj, types.CodeType):
-            self.code(obj, {}, depth)
-        elif isinstance(obj, types.FunctionType):
-            self.function(obj, depth)
-        elif isinstance(obj, types.MethodType):
-            self.walk(obj.__func__, depth + 1)
-            self.walk(obj.__self__, depth + 1)
-        elif isinstance(obj, functools.partial):
-            self.walk(obj.func, depth + 1)
-            self.walk(obj.args, depth + 1)
-            self.walk(obj.keywords, depth + 1)
-        elif isinstance(obj, type):
-            if self.is_local(obj):
-                for value in vars(obj).values():
-                    self.walk(getattr(value, "__func__", value), depth + 1)
-        elif _is_pattern_pass(obj):
-            for key, entries in obj.patterns.items():
-                self.op(key[1], "pattern")
-                for entry in (entries if isinstance(entries, (list, tuple)) else ())[:256]:
-                    self.pattern_edges(getattr(entry, "pattern", None), 0)
-        elif not isinstance(obj, (str, bytes, int, float, complex, bool, type(None), torch.Tensor, types.ModuleType)):
-            if self.is_local(type(obj)) or _is_pass_container(obj):
-                self.walk(type(obj), depth + 1)
-                for value in list(getattr(obj, "__dict__", {}).values())[:256]:
-                    self.walk(value, depth + 1)
-
-    def pattern_edges(self, expr, depth: int) -> None:
-        """The producer -> consumer pairs of an Inductor pattern graph (``CallFunction(fn, *args)``
-        whose args hold further ``CallFunction``s), by catalog name."""
-        if depth > 16 or not hasattr(expr, "fns") or not hasattr(expr, "args"):
-            return
-        children = [*_flat(expr.args), *_flat(getattr(expr, "kwargs", {}).values())]
-        for child in children:
-            if hasattr(child, "fns"):
-                for consumer in map(op_name, expr.fns):
-                    for producer in map(op_name, child.fns):
-                        if producer and consumer:
-                            self.edges.setdefault((producer, consumer), "pattern")
-            self.pattern_edges(child, depth + 1)
-
-    def is_local(self, obj) -> bool:
-        module = getattr(obj, "__module__", None) or ""
-        return module == self.local or module.startswith(self.local + ".")
-
-    def function(self, fn, depth) -> None:
-        if not self.is_local(fn) and depth > 0:
-            return
-        self.walk(fn.__defaults__ or (), depth + 1)
-        self.walk(fn.__kwdefaults__ or {}, depth + 1)
-        for cell in fn.__closure__ or ():
-            try:
-                self.walk(cell.cell_contents, depth + 1)
-            except ValueError:  # an empty cell
-                pass
-        self.code(fn.__code__, fn.__globals__, depth)
-
-    def code(self, code, globals_, depth) -> None:
-        self.codes += 1
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                self.code(const, globals_, depth + 1)
-            elif isinstance(const, str):
-                for name in _ATEN_STRING.findall(const):
-                    self.packet(name, "code")
-        instructions = list(dis.get_instructions(code))
-        for i, ins in enumerate(instructions):  # numbers by their uses: node.args[2] names no scalar
-            if ins.opname in _LOAD_CONST and not _is_index(instructions, i):
-                for c in ins.argval if isinstance(ins.argval, (tuple, frozenset)) else (ins.argval,):
-                    self.constant(c)
-        chain: list = []
-        for ins in instructions:
-            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain:
-                chain.append(ins.argval)
-                continue
-            self.chain(chain, globals_)
-            chain = [ins.argval] if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST") else []
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in globals_:
-                value = globals_[ins.argval]
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.constant(value)
-                elif not isinstance(value, types.ModuleType):
-                    self.walk(value, depth + 1)
-        self.chain(chain, globals_)
-
-    def chain(self, chain: list, globals_) -> None:
-        """``torch.ops.aten.mm.default``, ``aten.mm``, ``ops.aten.add``: the name after ``aten``."""
-        if len(chain) < 2:
-            return
-        names = [str(n) for n in chain]
-        head = globals_.get(names[0])
-        if "aten" in names[:-1]:
-            self.dotted(names[names.index("aten") + 1:])
-        elif isinstance(head, torch._ops._OpNamespace) and head.name == "aten":
-            self.dotted(names[1:])
-        elif isinstance(head, torch._ops.OpOverloadPacket):
-            self.op(head, "code")
-
-    def dotted(self, names: list) -> None:
-        """``[packet, overload?, ...]`` after ``aten``: the overload's row where the catalog has it."""
-        overload = f"aten.{names[0]}.{names[1]}" if len(names) > 1 else None
-        if overload and len(rows_named(overload)) == 1:
-            self.ops.setdefault(overload, "code")
-        else:
-            self.packet(names[0], "code")
-
-
-_LOAD_CONST = ("LOAD_CONST", "LOAD_SMALL_INT", "RETURN_CONST")
-_INDEXING = ("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE")
-
-
-def _is_index(instructions: list, i: int) -> bool:
-    """Whether the constant loaded at ``instructions[i]`` is a subscript or slice bound
-    (``node.args[1]``, ``args[:2]``): the loads of one subscript run straight into the indexing op."""
-    j = i + 1
-    while j < len(instructions) and instructions[j].opname in _LOAD_CONST:
-        j += 1
-    if j == len(instructions):
-        return False
-    nxt = instructions[j]
-    return nxt.opname in _INDEXING or (nxt.opname == "BINARY_OP" and nxt.argrepr == "[]")  # 3.14: subscript
-
-
-def _flat(items) -> list:
-    out = []
-    for item in items:
-        out.extend(_flat(item) if isinstance(item, (list, tuple)) else [item])
-    return out
-
-
-def op_name(op) -> str | None:
-    """The catalog name of an op: its row's where one row has it, else its packet's (None where the
-    catalog has neither)."""
-    if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return None
-    rows = rows_named(op)
-    if len(rows) == 1:
-        return rows[0].name
-    return packet_name(op) if rows else None
-
-
-def _local_prefix(obj) -> str:
-    target = obj
-    if not isinstance(obj, (types.FunctionType, type, types.MethodType, functools.partial)):
-        target = type(obj)
-    module = getattr(target, "__module__", None) or getattr(getattr(target, "func", None), "__module__", "") or ""
-    return module.rsplit(".", 1)[0] if "." in module else module
-
-
-def _is_pattern_pass(obj) -> bool:
-    patterns = getattr(obj, "patterns", None)
-    return isinstance(patterns, dict) and all(isinstance(k, tuple) and len(k) == 2 for k in list(patterns)[:8])
-
-
-def _is_pass_container(obj) -> bool:
-    """torch's PassManagers and the like: objects holding a list of passes."""
-    return isinstance(getattr(obj, "passes", None), (list, tuple))
-
-
-def static_triggers(obj) -> _Walker:
-    walker = _Walker(obj)
-    walker.walk(obj)
-    return walker
 
 
 # --- dynamic: run the pass on small graphs --------------------------------------------------------
@@ -416,36 +194,6 @@ def discover(put, *, mutations: bool, timeout: float | None = 10.0) -> Triggers:
         if cached is not None:
             return cached
         return _discover(put, key, mutations, timeout, limit)
-
-
-@contextlib.contextmanager
-def _discovering(key, limit):
-    """Held while ``key`` is discovered: processes that discover one pass at once (pytest-xdist's
-    workers each set up the plugin's fixture, parallel runs verify one pass) wait for the first and
-    read its result instead of each probing the pass. A holder that takes longer than discovery's
-    own limit is not waited for further."""
-    fd = None
-    if key is not None:
-        try:
-            cache_dir().mkdir(parents=True, exist_ok=True)
-            fd = os.open(cache_dir() / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError:  # a read-only cache: no lock, as no cache
-            fd = None
-    try:
-        if fd is not None:
-            give_up = None if limit is None else time.monotonic() + limit
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if give_up is not None and time.monotonic() > give_up:
-                        break
-                    time.sleep(0.05)
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)  # releases the lock (a forked prober's inherited copy closes when it exits)
 
 
 def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
@@ -619,78 +367,9 @@ def _calls(gm) -> int:
     return sum(n.op == "call_function" and n.target is not operator.getitem for n in gm.graph.nodes)
 
 
-# --- cache ----------------------------------------------------------------------------------------
+# --- memory: what this process discovered or read ------------------------------------------------
 
 _MEMORY: dict = {}
-
-
-def _contents(files) -> str:
-    """A hash of the files' names and contents (not their times: a checkout or a copy keeps the key)."""
-    digest = hashlib.sha1()
-    for f in files:
-        try:
-            digest.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
-        except OSError:
-            digest.update(f"{f.name}\0missing\0".encode())
-    return digest.hexdigest()[:16]
-
-
-def _generator_fingerprint() -> str:
-    """The catalog's rows, the strategies package's files (what the probe graphs depend on) and
-    this file (what discovery does), by content."""
-    files = [*sorted(pathlib.Path(strategies.__file__).parent.rglob("*.py")), pathlib.Path(__file__)]
-    return hashlib.sha1(("|".join(row.name for row in OPS) + _contents(files)).encode()).hexdigest()[:12]
-
-
-def _pass_sources(put) -> str:
-    """The pass's code by content: its source file and the other modules of its package (the helpers it
-    calls); a pass inside torch by its file's place in torch (torch's version is part of every key)."""
-    try:
-        obj = put.fn
-        if not isinstance(obj, (types.FunctionType, types.MethodType, type)):
-            obj = getattr(obj, "func", None) or type(obj)
-        source = pathlib.Path(inspect.getsourcefile(obj) or "")
-    except (TypeError, OSError):
-        return "nosource"
-    if not source.is_file():
-        return "nosource"
-    torch_dir = pathlib.Path(torch.__file__).parent
-    if torch_dir in source.parents:
-        return f"torch:{source.relative_to(torch_dir)}"
-    package = source.parent if (source.parent / "__init__.py").is_file() else None
-    files = sorted(package.rglob("*.py")) if package is not None else [source]
-    return f"{source.name}:{_contents(files if len(files) <= 200 else [source])}"
-
-
-def _named(obj) -> str:
-    """A stable name of a context or settings factory (its import path where it has one)."""
-    if obj is None:
-        return ""
-    if isinstance(obj, str):
-        return obj
-    return f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
-
-
-def _cache_key(put, mutations) -> str | None:
-    """A key that changes when the pass's code (its file and its package's, by content), the options
-    it is called with (``--pass-arg``, ``--context``, a settings factory, the calling form), the
-    generator (its catalog and code), Hypothesis (which draws the probes) or torch changes; None when
-    the pass has no stable identity (a lambda)."""
-    ref = getattr(put, "reference", None)
-    if not ref:
-        return None
-    options = repr((put.form, sorted((k, repr(v)) for k, v in (put.kwargs or {}).items()), _named(put.context),
-                    _named(put.settings_factory)))
-    text = (f"{ref}|{_pass_sources(put)}|{options}|{_generator_fingerprint()}|{hypothesis.__version__}|"
-            f"{torch.__version__}|{mutations}")
-    return hashlib.sha1(text.encode()).hexdigest()[:20]
-
-
-def cache_dir() -> pathlib.Path:
-    base = os.environ.get("FX_CONFORMANCE_CACHE")
-    if base:
-        return pathlib.Path(base) / "triggers"
-    return pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "fx-conformance" / "triggers"
 
 
 def _load(key) -> Triggers | None:
@@ -699,12 +378,7 @@ def _load(key) -> Triggers | None:
     if key in _MEMORY:
         return dataclasses.replace(_MEMORY[key], cached=True)
     try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text())
-        found = Triggers(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
-                         constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
-                         share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
-                         edges=[(e["producer"], e["consumer"], e["how"]) for e in data.get("edges", ())],
-                         acting=list(data.get("acting", ())))
+        found = Triggers.from_dict(read_entry(key))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     _MEMORY[key] = found
@@ -715,14 +389,7 @@ def _store(key, found: Triggers) -> None:
     if key is None:
         return
     _MEMORY[key] = found
-    try:
-        path = cache_dir() / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({k: v for k, v in found.to_dict().items() if k != "cached"}))
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: discovery just runs again next time
-        pass
+    write_entry(key, {k: v for k, v in found.to_dict().items() if k != "cached"})
 
 
-__all__ = ["Triggers", "discover", "static_triggers", "probe_cases", "cache_dir", "packet_name", "op_name"]
+__all__ = ["Triggers", "discover", "probe_cases"]
