@@ -4,6 +4,13 @@ graph, write repro scripts and reports, stream progress.
 Each violated property gets its own exception type, so Hypothesis shrinks each one separately and
 the result holds one minimal counterexample per property. A pass that hangs is not shrunk for
 long: after ``MAX_TIMEOUTS`` timed-out examples the search stops with the smallest one so far.
+
+Here: ``verify()`` (setting the run up: the checker, isolation, discovery's focus; then the result
+and the reports), ``_run`` (one search, or ``workers`` merged, searched again without a call that
+crashed the generator) and ``_search`` (the Hypothesis test itself: drawing, checking each example
+in this process, a forked child or a worker, recording what it found). What a search found and what
+is made of it (the result's counts, repro scripts) is ``findings.py``; how progress reaches the
+user and the streamed JSON, ``progress.py``; the options' checks, ``options.py``.
 """
 
 from __future__ import annotations
@@ -16,34 +23,32 @@ import random
 import re
 import time
 
-import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed as hseed, settings
 
-from strategies import SIZES, Focus, InvalidArgument, check_ir, graphs
-
+from strategies import Focus, graphs
 
 from .. import report as _report
 from .._errors import HarnessError, OriginalFailed, UsageError
 from .._result import EXECUTION, PropertyCount, Verdict, VerifyResult, Violation
-from .._warning_log import PassWarnings, WarningLog, quietly, recording
-from ..adapters import load_pass, reference_of
+from .._warning_log import quietly, recording
+from ..adapters import load_pass
 from ..dynamic import DYNAMIC
 from ..invariants import first_line
 from ..oracle import describe
-from ..repro import write_repro
 from ..checker import Checker
 from ..deadlines import can_time_out
+from .findings import _fill, _Found, _order, _size, _write_repros, searched_text
 from .fire import Run, generated_examples, steer, tally
 from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs
+from .options import resolve_options
+from .progress import NullReporter, _Events, _Stream
 from ._spawn import Worker
 from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
 from .workers import run_drivers
 
-GRAPH_KINDS = ("functional", "mutating")
 SEARCH_PHASES = (Phase.generate,)  # no Phase.target: see fire.py
 MAX_TIMEOUTS = 3
 _GENERATOR_CRASHES = 4  # torch killed the generator this often: the run gives up (a harness fault)
-_STREAM_EVERY_S = 1.0
 
 
 class PropertyViolated(Exception):
@@ -76,88 +81,6 @@ def _failure_type(prop: str) -> type:
         name = "Violated_" + re.sub(r"\W", "_", prop)
         _FAILURE_TYPES[prop] = type(name, (PropertyViolated,), {})
     return _FAILURE_TYPES[prop]
-
-
-class NullReporter:
-    """Progress sink that shows nothing (the Python API's default)."""
-
-    def start(self, target, max_examples, options): ...
-    def example(self, ok: bool, done: int): ...
-    def found(self, violation: Violation): ...
-    def note(self, text: str): ...
-    def warned(self, warning: dict): ...
-    def focus(self, focus: dict): ...
-    def finish(self, result: VerifyResult): ...
-
-
-class _Found:
-    """Smallest failing example per property seen so far, and the graphs run (picklable for workers)."""
-
-    def __init__(self):
-        self.best = {}  # property -> (size, violation, case); case is None once it crossed a pipe
-        self.runs = []  # one fire.Run per graph the pass ran on; shrinking runs are cut by settle()
-        self.shrink_runs = 0
-        self.timeouts = 0
-        self.unrunnable = []  # why drawn graphs did not run as given (OriginalFailed): rejected, never verdicts
-        self.interrupted = False
-        self.known = {}  # (property, first line) -> violation, for violations verify(known=) accepts
-        self.dynamic = {}  # dynamic=True: sizes run, prover verdicts and their time, summed (add_dynamic)
-        self.generator_crashes = []  # torch killed the generator's eager call: {"call", "death", "op"} each
-        self.warnings = WarningLog()  # raised while graphs were drawn and run: counted, never shown
-        self.pass_warnings = PassWarnings()  # raised by the pass: each kind with the example that first did
-
-    @property
-    def examples(self) -> int:
-        return len(self.runs)
-
-    def settle(self, counts: dict) -> None:
-        """Keep the first ``counts["examples"]`` runs (what Hypothesis generated); the rest shrank
-        failures (``counts["shrinking"]``) or replayed the minimal ones."""
-        if "examples" in counts:
-            self.shrink_runs += counts["shrinking"]
-            del self.runs[counts["examples"]:]
-
-    def checked(self) -> dict:
-        """Property -> examples it was checked on."""
-        counts: dict = {}
-        for run in self.runs:
-            for p in run.checked:
-                counts[p] = counts.get(p, 0) + 1
-        return counts
-
-    def __getstate__(self):  # graphs stay in the driver that found them (it wrote their repros)
-        state = dict(self.__dict__)
-        state["best"] = {p: (size, v, None) for p, (size, v, _) in self.best.items()}
-        return state
-
-    def add_known(self, violations: list) -> None:
-        for v in violations:
-            self.known.setdefault((v.property, v.message.splitlines()[0]), v)
-
-    def add_dynamic(self, stats: dict) -> None:
-        d = self.dynamic
-        d["graphs"] = d.get("graphs", 0) + stats.get("graphs", 1)
-        d["sizes_run"] = d.get("sizes_run", 0) + stats["sizes_run"]
-        d["prove_ms"] = round(d.get("prove_ms", 0.0) + stats["prove_ms"], 3)
-        proofs = d.setdefault("proofs", {"proved": 0, "refuted": 0, "unknown": 0})
-        for k, n in stats["proofs"].items():
-            proofs[k] += n
-
-    def add(self, verdict: Verdict, case, size) -> list:
-        new = []
-        for v in verdict.violations:
-            old = self.best.get(v.property)
-            if old is None:
-                new.append(v)
-            if old is None or size < old[0]:
-                v.example = old[1].example if old else self.examples  # the example that first showed it
-                self.best[v.property] = (size, v, case)
-        return new
-
-
-def _size(case) -> tuple:
-    nodes = sum(1 for n in case.gm.graph.nodes if n.op == "call_function")
-    return nodes, sum(t.numel() for t in case.example_inputs)
 
 
 def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: str = "functional",
@@ -227,7 +150,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     >>> verify(lambda gm: gm, max_examples=5, repro_dir=None).ok
     True
     """
-    opts = _options(locals())
+    opts = resolve_options(locals())
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory, pass_kwargs=pass_kwargs,
                     context=context)
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
@@ -409,121 +332,6 @@ def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds) -> bool:
             and tally(r for r in found.runs if r is not None)[0] == 0)
 
 
-def _fill(result: VerifyResult, found: _Found, prior: _Found | None = None) -> None:
-    result.examples, result.shrink_runs = found.examples, found.shrink_runs
-    noise, warned = WarningLog(), PassWarnings()
-    for f in (prior, found):
-        if f is not None:
-            noise.absorb(f.warnings.kinds())
-            warned.merge(f.pass_warnings)
-    result.warnings, result.pass_warnings = noise.kinds(), warned.listed()
-    result.known = list(found.known.values())
-    result.unrunnable = len(found.unrunnable)
-    missing = [r.no_reference for r in found.runs if r is not None and r.no_reference]
-    result.no_reference, result.no_reference_why = len(missing), list(dict.fromkeys(missing))[:3]
-    result.dynamic = dict(found.dynamic) or None
-    result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
-    result.generator_crashes = list(found.generator_crashes)
-    if result.focus.get("ops"):
-        result.focus["graphs_holding"] = sum(r.held_focus for r in found.runs if r is not None)
-
-
-def _order(checked):
-    rank = {p: i for i, p in enumerate((EXECUTION, *checked))}
-    return lambda p: rank.get(p, len(rank))
-
-
-def _options(args: dict) -> dict:
-    if args["graphs"] not in GRAPH_KINDS:
-        raise UsageError(f"graphs={args['graphs']!r}, but should be one of {', '.join(GRAPH_KINDS)}")
-    if not isinstance(args["max_examples"], int) or args["max_examples"] < 1:
-        raise UsageError(f"max_examples={args['max_examples']!r}, but should be a positive integer")
-    if not isinstance(args["workers"], int) or args["workers"] < 1:
-        raise UsageError(f"workers={args['workers']!r}, but should be a positive integer")
-    try:
-        ir = check_ir(args["ir"])
-    except InvalidArgument as exc:
-        raise UsageError(str(exc)) from None
-    if args["sizes"] not in SIZES:
-        raise UsageError(f"sizes={args['sizes']!r}, but should be one of {', '.join(SIZES)}")
-    if ir == "torch" and (args["graphs"] == "mutating" or args["sizes"] != "small" or args["requires_grad"]):
-        raise UsageError("ir=torch draws nn.Modules traced by fx.symbolic_trace: --graphs mutating, --sizes large "
-                         "and --requires-grad do not apply (their parameters always require grad)")
-    if args["dynamic"] and (ir != "aten" or args["graphs"] == "mutating" or args["sizes"] != "small"
-                            or args["requires_grad"]):
-        raise UsageError("dynamic=True draws functional aten graphs over symbolic sizes: --ir other than aten, "
-                         "--graphs mutating, --sizes large and --requires-grad do not apply")
-    if args["requires_grad"] and ir not in ("aten", "pre-dispatch"):
-        raise UsageError(f"requires_grad needs ir aten or pre-dispatch, not {ir}: post-grad graphs are inference "
-                         f"graphs (traced under no_grad) and export lifts parameters to inputs")
-    if args["timeout"] is not None and args["timeout"] <= 0:
-        raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
-    device = resolve_device(args["device"])
-    keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
-    opts = {k: args[k] for k in keep}
-    opts["ensure"] = list(args["ensure"] or ())
-    opts["preserve"] = list(args["preserve"] or ())
-    opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
-        else getattr(args["settings_factory"], "__qualname__", "callable")
-    opts["device"] = device
-    opts["ir"] = ir
-    opts["pass_kwargs"] = dict(args["pass_kwargs"] or {})
-    opts["context"] = args["context"] if isinstance(args["context"], (str, type(None))) \
-        else reference_of(args["context"]) or getattr(args["context"], "__qualname__", "callable")
-    if opts["seed_graphs"] is not None and not isinstance(opts["seed_graphs"], str):
-        opts["seed_graphs"] = "given"
-    if not isinstance(opts["focus"], str):
-        opts["focus"] = ",".join(getattr(f, "name", str(f)) for f in opts["focus"])
-    return opts
-
-
-class _Events:
-    """Routes search events to the reporter and the streamed JSON."""
-
-    def __init__(self, found: _Found, reporter, stream):
-        self.found, self.reporter, self.stream = found, reporter, stream
-
-    def example(self, verdict: Verdict, new: list, warned: list = ()):
-        self.reporter.example(verdict.ok, self.found.examples)
-        for w in warned:
-            self.reporter.warned(w)
-        for v in new:
-            self.reporter.found(v)
-        self.stream.update(self.found, force=bool(new))
-
-
-class _Stream:
-    """Rewrites the JSON report as the run goes (throttled), so an interrupted run keeps its findings."""
-
-    def __init__(self, result: VerifyResult, path, prior: _Found | None = None):
-        self.result, self.path, self.last, self.prior = result, path, 0.0, prior
-        self.static = _report.static_info() if path else None
-
-    def update(self, found: _Found, force=False):
-        if not self.path or (not force and time.monotonic() - self.last < _STREAM_EVERY_S):
-            return
-        _fill(self.result, found, self.prior)
-        self.result.violations = [v for _, v, _ in found.best.values()]
-        self.write()
-
-    def write(self):
-        if self.path:
-            _report.write_json(self.result, self.path, static=self.static)
-            self.last = time.monotonic()
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` (CUDA where this machine has it, else the CPU), ``cpu`` or ``cuda``; UsageError else."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise UsageError(f"device={device!r}, but should be auto, cpu or cuda")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device=cuda, but torch.cuda.is_available() is False on this machine")
-    return device
-
-
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None,
             worker=None):
     if opts["dynamic"]:
@@ -656,42 +464,3 @@ def _record_final(found: _Found, exc: PropertyViolated) -> None:
         found.best[v.property] = (_size(exc.case), v, exc.case)
 
 
-def searched_text(focus_info: dict | None, seed: int) -> str:
-    """``with seed 3 over aten graphs, focused on aten.add, aten.mul (edges aten.mm -> aten.add)``: what
-    a search drew, as its repro scripts say (the JSON report holds the whole focus)."""
-    text = f"with seed {seed}"
-    if not focus_info or focus_info.get("mode") == "none":
-        return text + ", unfocused"
-    ops = [o["op"] for o in focus_info.get("ops", ())]
-    edges = [f"{e['producer']} -> {e['consumer']}" for e in focus_info.get("edges", ())]
-    shown = ", ".join(ops[:12]) + (f" and {len(ops) - 12} more" if len(ops) > 12 else "")
-    text += f", focused ({focus_info.get('mode')}) on {shown or 'no op'}"
-    if edges:
-        text += f" (edges {', '.join(edges[:6])}{' ...' if len(edges) > 6 else ''})"
-    if focus_info.get("probes_cut"):
-        text += "; discovery's probes were cut"
-    return text
-
-
-def _write_repros(found: _Found, put, opts, repro_dir, searched: str = "") -> None:
-    if not repro_dir:
-        return
-    call_opts = {k: opts[k] for k in ("properties", "ensure", "preserve", "signature", "settings_factory", "device",
-                                      "signed_zeros", "specials")}
-    call_opts.update({k: opts[k] for k in ("pass_kwargs", "context") if opts[k]})  # only where the pass needs them
-    call_opts["timeout"] = opts["timeout"]
-    written = {}
-    for prop, (_, v, case) in found.best.items():
-        key = (id(case), prop if case is not None and case.symbolic is not None else None)
-        if key not in written:
-            options = call_opts
-            if case is not None and case.symbolic is not None:  # the sizes it shows at, run by the repro
-                options = {**call_opts, "symbolic": case.symbolic.dims, "sizes": v.sizes}
-            try:
-                written[key] = str(write_repro(repro_dir, gm=case.gm, example_inputs=case.example_inputs,
-                                               target=put.reference, violation=v, options=options,
-                                               searched=searched))
-            except Exception as exc:  # noqa: BLE001 - a repro that cannot be written must not lose the finding
-                v.message += f"\n  (repro script not written: {type(exc).__name__}: {exc})"
-                continue
-        v.repro_path = written[key]

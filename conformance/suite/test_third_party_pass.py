@@ -15,7 +15,7 @@ from conformance import UsageError, load_pass
 from conformance._result import EXECUTION
 from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
-from conformance.search.driver import resolve_device
+from conformance.search.options import resolve_device
 from conformance.search.focus import resolve_focus
 from conformance.checker import Checker
 from strategies import InvalidArgument, graphs
