@@ -10,15 +10,19 @@ for special values (NaN, +-inf, signed zero) and to within a few ulp. Integer fl
 remainder follow Python (Triton's ``//`` and ``%`` are C's). A fused multiply-add (``fma``) is a
 helper too: Triton's interpreter before 3.9 computes ``tl.fma`` as ``a * b + c``, rounded twice. Each
 helper is a template over the float type, so constants keep fp64 precision in fp64 kernels.
+
+Here: the templates, their table (``HELPERS``), their GPU bodies and ``helper_sources`` (the helpers a
+kernel body calls, callees first). Making fp32 divisions and square roots correctly rounded, which
+floor division's helper needs and every kernel expression gets, is ``_correct_rounding.py``.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 
 import torch
 
+from ._correct_rounding import correctly_rounded
 from ._types import TL, constant
 
 _INT_OF = {torch.float32: "tl.int32", torch.float64: "tl.int64"}
@@ -440,48 +444,6 @@ def helper_name(name: str, dtype: torch.dtype) -> str:
     if dtype not in HELPERS[name][2]:
         raise ValueError(f"no {name} helper for {dtype}")
     return f"{name.removesuffix('_int')}_{_SUFFIX[dtype]}"
-
-
-class _RoundedFp32(ast.NodeTransformer):
-    """fp32 ``a / b`` -> ``tl.div_rn(a, b)``, ``tl.sqrt(x)`` -> ``tl.sqrt_rn(x)``, ``tl.rsqrt(x)`` ->
-    ``tl.div_rn(1.0, tl.sqrt_rn(x))``: a GPU compiles ``/`` to ``div.full.f32`` and ``tl.sqrt`` /
-    ``tl.rsqrt`` to ``.approx.ftz`` instructions, while eager CUDA's ``/``, ``sqrt`` and ``rsqrt`` (as
-    ``1 / sqrt``) are correctly rounded. A division of two constants stays (Python folds it)."""
-
-    def visit_BinOp(self, node):
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Div) and not (_constant(node.left) and _constant(node.right)):
-            return ast.Call(_tl("div_rn"), [node.left, node.right], [])
-        return node
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        name = node.func.attr if isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", None) == "tl" \
-            else None
-        if name == "sqrt":
-            return ast.Call(_tl("sqrt_rn"), node.args, [])
-        if name == "rsqrt":
-            return ast.Call(_tl("div_rn"), [ast.Constant(1.0), ast.Call(_tl("sqrt_rn"), node.args, [])], [])
-        return node
-
-
-def _tl(name: str) -> ast.Attribute:
-    return ast.Attribute(ast.Name("tl", ast.Load()), name, ast.Load())
-
-
-def _constant(node) -> bool:
-    return isinstance(node, ast.Constant) or isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)
-
-
-def correctly_rounded(source: str, dtype: torch.dtype) -> str:
-    """``source`` (an expression or function definitions) with fp32 division and square roots made
-    correctly rounded (``_RoundedFp32``); unchanged for other dtypes (fp64 ``/`` and ``tl.sqrt`` are
-    ``div.rn.f64``/``sqrt.rn.f64`` already; ``tl.div_rn`` takes fp32 only)."""
-    if dtype != torch.float32 or ("/" not in source and "sqrt" not in source):
-        return source
-    tree = ast.parse(source.strip(), mode="exec")
-    out = ast.unparse(ast.fix_missing_locations(_RoundedFp32().visit(tree)))
-    return out if "\n" in source.strip() or source.lstrip().startswith(("@", "def ")) else out.strip()
 
 
 # Helpers whose fp32 divisions must be correctly rounded: floor division recovers an exact quotient

@@ -17,7 +17,8 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from .._errors import LoweringError
 from . import _index as ix
-from ._helpers import correctly_rounded, helper_name, helper_sources
+from ._helpers import helper_name, helper_sources
+from ._correct_rounding import correctly_rounded
 from ._table import ALWAYS_BOOL, BOOL_TO_LONG, INT_TO_FLOAT, SELF, TRITON
 from ._types import TL, Value, arithmetic, check_dtype, constant, convert, register
 
