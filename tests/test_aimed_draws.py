@@ -1,7 +1,9 @@
 """Issue 31's draws: boundary arguments, edges with related arguments, values aimed at a rewrite,
 random ops drawn twice, and no call that fake-tensor propagation disagrees with. Each test counts
-what a few hundred CPU draws hold (device="cpu": the counts were measured there), against the same
-draws without the feature where the feature is a bias rather than a possibility."""
+what 50-150 CPU draws hold (device="cpu": the counts were measured there), against the same draws
+without the feature where the feature is a bias rather than a possibility. The floors are counts
+measured on twice the draws; on these they still hold with room (measured at seed 0, each test's
+line says), and the acting-ops test keeps 150 draws, where its unfocused ratio sits further from 2."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def _values(case) -> dict:
 
 
 def test_index_and_bound_arguments_come_at_the_dims_boundaries():
-    cases = _draws(graphs(ops=["aten.slice.Tensor", "aten.select.int"], device="cpu"), 150)
+    cases = _draws(graphs(ops=["aten.slice.Tensor", "aten.select.int"], device="cpu"), 75)  # 351 of 372 at the edge
     at_edge, seen = 0, 0
     ends = set()
     for n in _calls(cases, aten.slice.Tensor):
@@ -73,20 +75,20 @@ def test_a_focused_comparison_gets_ties_between_its_operands():
                          for n in case.gm.graph.nodes)
         return count
 
-    focused = tied(_draws(graphs(focus=Focus(ops=["aten.lt.Tensor"]), device="cpu"), 150))
-    plain = tied(_draws(graphs(ops=["aten.lt.Tensor", "aten.abs.default"], device="cpu"), 150))
-    assert focused >= 15 and focused >= 2 * plain, (focused, plain)
+    focused = tied(_draws(graphs(focus=Focus(ops=["aten.lt.Tensor"]), device="cpu"), 75))
+    plain = tied(_draws(graphs(ops=["aten.lt.Tensor", "aten.abs.default"], device="cpu"), 75))
+    assert focused >= 15 and focused >= 2 * plain, (focused, plain)  # measured 36 and 13 (53 and 25 in 150)
 
 
 def test_a_focused_cast_reads_values_its_dtype_cannot_hold():
     """A cast's operand holds values the cast changes (past float16's range, between integers):
     where dropping a round trip through that dtype goes wrong."""
     lossy = 0
-    for case in _draws(graphs(focus=Focus(ops=["aten._to_copy.default"]), device="cpu"), 150):
+    for case in _draws(graphs(focus=Focus(ops=["aten._to_copy.default"]), device="cpu"), 75):
         for n in _calls([case], aten._to_copy.default):
             x, dtype = n.args[0].meta["val"], n.kwargs.get("dtype")
             lossy += dtype is not None and dtype != x.dtype and _loses(case, n.args[0], dtype)
-    assert lossy >= 15, lossy
+    assert lossy >= 15, lossy  # measured 41 (79 in 150)
 
 
 def _loses(case, node, dtype) -> bool:
@@ -97,9 +99,9 @@ def _loses(case, node, dtype) -> bool:
 
 def test_a_focused_exponential_gets_magnitudes_where_it_overflows():
     big = 0
-    for case in _draws(graphs(focus=Focus(ops=["aten.exp.default"]), special_values=True, device="cpu"), 150):
+    for case in _draws(graphs(focus=Focus(ops=["aten.exp.default"]), special_values=True, device="cpu"), 75):
         big += any(_overflows(case, n) for n in _calls([case], aten.exp.default))
-    assert big >= 10, big
+    assert big >= 10, big  # measured 35 (57 in 150)
 
 
 def _overflows(case, node) -> bool:
@@ -110,10 +112,10 @@ def _overflows(case, node) -> bool:
 
 def test_a_focused_random_op_is_drawn_twice_from_the_state_the_first_left():
     twice = 0
-    for case in _draws(graphs(focus=Focus(ops=["aten.rand_like.default"]), random=True, device="cpu"), 100):
+    for case in _draws(graphs(focus=Focus(ops=["aten.rand_like.default"]), random=True, device="cpu"), 50):
         calls = _calls([case], aten.rand_like.default)
         twice += any(a.args == b.args and a.kwargs == b.kwargs for i, a in enumerate(calls) for b in calls[i + 1:])
-    assert twice >= 10, twice
+    assert twice >= 10, twice  # measured 25 (45 in 100)
 
 
 def test_an_edge_draws_its_ops_chained_with_their_shared_arguments_equal_and_one_off():
@@ -129,9 +131,10 @@ def test_an_edge_draws_its_ops_chained_with_their_shared_arguments_equal_and_one
         return same, near
 
     ops = ["aten.transpose.int"]
-    with_edge = relations(_draws(graphs(focus=Focus(ops=ops, edges=[(ops[0], ops[0])]), device="cpu"), 150))
-    without = relations(_draws(graphs(focus=Focus(ops=ops), device="cpu"), 150))
-    assert with_edge[0] >= 1.4 * without[0] and with_edge[1] > 0, (with_edge, without)  # measured 109 and 65
+    with_edge = relations(_draws(graphs(focus=Focus(ops=ops, edges=[(ops[0], ops[0])]), device="cpu"), 75))
+    without = relations(_draws(graphs(focus=Focus(ops=ops), device="cpu"), 75))
+    # measured 50 and 25 (109 and 65 in 150)
+    assert with_edge[0] >= 1.4 * without[0] and with_edge[1] > 0, (with_edge, without)
 
 
 def test_the_ops_a_pass_acts_on_by_themselves_are_drawn_three_times_as_often_as_the_rest():
@@ -141,4 +144,4 @@ def test_the_ops_a_pass_acts_on_by_themselves_are_drawn_three_times_as_often_as_
         cases = _draws(graphs(focus=Focus(ops=ops, acting=acting), device="cpu"), 150)
         counts[acting] = (len(_calls(cases, aten.sin.default)), len(_calls(cases, aten.cos.default)))
     (sin0, cos0), (sin1, cos1) = counts.values()
-    assert sin1 >= 2 * cos1 and sin0 < 2 * cos0, counts
+    assert sin1 >= 2 * cos1 and sin0 < 2 * cos0, counts  # measured 412/130 and 257/174 (75 draws: 197/67, 171/93)
