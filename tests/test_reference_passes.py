@@ -352,23 +352,21 @@ def test_repair_input_as_output_describes_an_input_after_its_metadata_changed():
 
 # --- generated graphs find the blinded analyses ----------------------------------------------------
 
-@pytest.mark.parametrize("lowering_pass, analysis", [
-    (common_subexpression_elimination, _no_writes),
-    (eliminate_dead_code, _no_writes),
-    (eliminate_dead_code, _no_aliasing),
+@pytest.mark.parametrize("lowering_pass, analysis, seed", [
+    (common_subexpression_elimination, _no_writes, 1),
+    (eliminate_dead_code, _no_writes, 0),
+    (eliminate_dead_code, _no_aliasing, 1),
 ], ids=["cse-no-writes", "dce-no-writes", "dce-no-aliasing"])
-def test_generated_mutating_graphs_find_a_blinded_analysis(lowering_pass, analysis, tmp_path):
-    """Plain mutating graphs find each blinded analysis, at seed 0 or else seed 1 (the blinded CSE:
-    at 5 of seeds 0-5 within 300 graphs, at 7-24 graphs where found). Unfocused: discovery keys its
+def test_generated_mutating_graphs_find_a_blinded_analysis(lowering_pass, analysis, seed, tmp_path):
+    """Plain mutating graphs find each blinded analysis, each at a seed that finds it within 300 graphs
+    (the blinded CSE: at 5 of seeds 0-5, at 7-24 graphs where found, not at seed 0; at these seeds:
+    examples 7, 4 and 4; the blinded aliasing at seed 0: 62). Unfocused: discovery keys its
     cache on the pass's source, which the blinding does not change, so a focus would be the one
     the unblinded pass got or not, by test order."""
-    for seed in (0, 1):
-        with blind(analysis):
-            # found is what matters here (shrinking is tested elsewhere): not shrunk, 3x faster
-            result = verify(lowering_pass, max_examples=300, seed=seed, graphs="mutating", repro_dir=tmp_path,
-                            shrink=False, focus="none")
-        if not result.ok:
-            break
+    with blind(analysis):
+        # found is what matters here (shrinking is tested elsewhere): not shrunk, 3x faster
+        result = verify(lowering_pass, max_examples=300, seed=seed, graphs="mutating", repro_dir=tmp_path,
+                        shrink=False, focus="none")
     assert not result.ok
     assert {v.property for v in result.violations} & {"values", "mutations", "validity"}
 
