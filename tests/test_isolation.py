@@ -115,14 +115,14 @@ def test_a_hang_past_the_grace_time_kills_the_worker_and_a_new_one_takes_the_nex
 
 
 def _slow_harness(gm):
-    """Changes nothing, but makes the oracle of the process it runs in take 1.5 s per output (as a slow
+    """Changes nothing, but makes the oracle of the process it runs in take 0.75 s per output (as a slow
     fp64 reference would): the harness's time, after the pass returned."""
     from conformance import oracle
 
     original = oracle.Oracle.output
     if not getattr(original, "slow", False):
         def slow(self, *args, **kwargs):
-            time.sleep(1.5)
+            time.sleep(0.75)
             return original(self, *args, **kwargs)
 
         slow.slow = True
@@ -131,8 +131,8 @@ def _slow_harness(gm):
 
 
 def test_the_timeout_counts_the_pass_alone_not_the_harness(monkeypatch):
-    """A 0.2 s timeout, a 1 s grace, and an oracle that takes 1.5 s: no timeout, in this process, in a
-    forked child and in a worker; past the harness's own budget, the harness's fault (not a hang of
+    """A 0.2 s timeout, a 0.5 s grace, and an oracle that takes 0.75 s: no timeout, in this process, in
+    a forked child and in a worker; past the harness's own budget, the harness's fault (not a hang of
     the pass)."""
     from conformance import oracle
     from conformance.search import isolate
@@ -143,14 +143,14 @@ def test_the_timeout_counts_the_pass_alone_not_the_harness(monkeypatch):
     gm, inputs = _graph(1)
     worker = Worker(put, checker)
     try:
-        assert worker.check(gm, inputs, grace=1.0).ok
+        assert worker.check(gm, inputs, grace=0.5).ok
     finally:
         worker.close()
-    assert isolate.run_forked(lambda: checker.check(gm, inputs), 1.0, phased=True).ok
+    assert isolate.run_forked(lambda: checker.check(gm, inputs), 0.5, phased=True).ok
     assert checker.check(gm, inputs).ok
     monkeypatch.setattr(isolate, "HARNESS_BUDGET_S", 0.5)
     with pytest.raises(ChildDied) as died:
-        isolate.run_forked(lambda: checker.check(gm, inputs), 1.0, phased=True)
+        isolate.run_forked(lambda: checker.check(gm, inputs), 0.5, phased=True)
     assert died.value.harness and not died.value.raised and "the harness's own work" in died.value.reason
 
 
