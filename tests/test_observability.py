@@ -138,16 +138,20 @@ def test_drawn_grad_graphs_run_and_written_inputs_never_require_grad(case):
 
 
 def test_the_grad_searches_catch_the_planted_passes_and_pass_correct_ones():
+    """With grad, seed 0 catches the planted passes at examples 7, 1 and 6; blind, 30 graphs (4 times
+    that) see none of it. The identity on grad graphs: 30 here, 60 more in the test above. The last
+    two searches are unfocused: the identity names no op, and alias_returned_inputs is caught at
+    example 1 either way (each discovery is a probe run of the pass)."""
     for planted, prop in ((drop_detach, "values"), (detach_outputs, "values"), (freeze_parameters, "values")):
         found = verify(planted, requires_grad=True, max_examples=200, seed=0, repro_dir=None, shrink=False)
         assert [v.property for v in found.violations] == [prop], (planted.__name__, found.violations)
         # without grad the same search cannot see the grad state: the option is what makes it observable
         # (detach_outputs is still caught, by identity: it detaches an input returned as an output too)
-        blind = verify(planted, max_examples=100, seed=0, repro_dir=None, shrink=False)
+        blind = verify(planted, max_examples=30, seed=0, repro_dir=None, shrink=False)
         assert [v.property for v in blind.violations] == (["aliasing"] if planted is detach_outputs else []), \
             (planted.__name__, blind.violations)
-    assert verify(identity, requires_grad=True, max_examples=100, seed=0, repro_dir=None).ok
-    returned = verify(alias_returned_inputs, max_examples=200, seed=0, repro_dir=None, shrink=False)
+    assert verify(identity, requires_grad=True, max_examples=30, seed=0, repro_dir=None, focus="none").ok
+    returned = verify(alias_returned_inputs, max_examples=200, seed=0, repro_dir=None, shrink=False, focus="none")
     assert [v.property for v in returned.violations] == ["aliasing"]
 
 
