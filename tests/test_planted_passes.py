@@ -463,40 +463,43 @@ def test_hang_never_returns_on_a_graph_with_neg():
 
 
 _CHILD = """
+import operator
 import sys
 import torch
 import torch.fx as fx
 sys.path.insert(0, {root!r})
 from tests.passes.planted import PLANTED
 aten = torch.ops.aten
-graph, root = fx.Graph(), torch.nn.Module()
-root.register_buffer("c0", torch.ones({constant_shape}))
-x = graph.placeholder("x0")
-y = graph.call_function({target}, (x, *{args}))
-graph.output((graph.call_function(aten.add.Tensor, (y, graph.get_attr("c0"))),))
-gm = fx.GraphModule(root, graph)
-PLANTED[{name!r}]({call_args})
-print("survived", flush=True)
+for label, target, args, constant_shape in {cases!r}:
+    graph, root = fx.Graph(), torch.nn.Module()
+    root.register_buffer("c0", torch.ones(constant_shape))
+    x = graph.placeholder("x0")
+    y = graph.call_function(operator.attrgetter(target)(torch.ops), (x, *args))
+    graph.output((graph.call_function(aten.add.Tensor, (y, graph.get_attr("c0"))),))
+    gm = fx.GraphModule(root, graph)
+    PLANTED[{name!r}]({call_args})
+    print("survived", label, flush=True)
 """
 
 
-def _run_child(name, target, args, constant_shape, call_args="gm"):
-    script = _CHILD.format(root=str(ROOT), name=name, target=target, args=args, constant_shape=constant_shape,
-                           call_args=call_args)
+def _run_child(name, cases, call_args="gm"):
+    """One interpreter runs planted pass ``name`` on a graph per case ``(label, target, args,
+    constant_shape)`` in turn, printing ``survived <label>`` after each (each child costs a torch
+    import: the case it must survive goes first, the one that kills it last)."""
+    script = _CHILD.format(root=str(ROOT), name=name, cases=cases, call_args=call_args)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, check=False)
 
 
 def test_segfault_kills_the_interpreter_on_an_empty_constant_and_not_otherwise():
-    done = _run_child("segfault", "aten.exp.default", "()", "(0,)", "gm, [torch.ones(3)]")
+    done = _run_child("segfault", [("fine", "aten.exp.default", (), (1,)), ("empty", "aten.exp.default", (), (0,))],
+                      "gm, [torch.ones(3)]")
+    assert "survived fine" in done.stdout, (done.returncode, done.stdout, done.stderr[-2000:])
     assert done.returncode == -signal.SIGSEGV, (done.returncode, done.stdout, done.stderr[-2000:])
-    assert "survived" not in done.stdout
-    fine = _run_child("segfault", "aten.exp.default", "()", "(1,)", "gm, [torch.ones(3)]")
-    assert fine.returncode == 0 and "survived" in fine.stdout, (fine.returncode, fine.stderr[-2000:])
+    assert "survived empty" not in done.stdout
 
 
 def test_exit_exits_with_status_3_on_unfold_and_not_otherwise():
-    done = _run_child("exit", "aten.unfold.default", "(0, 2, 1)", "(1,)")
-    assert done.returncode == 3 and "survived" not in done.stdout, (done.returncode, done.stderr[-2000:])
-    fine = _run_child("exit", "aten.exp.default", "()", "(1,)")
-    assert fine.returncode == 0 and "survived" in fine.stdout, (fine.returncode, fine.stderr[-2000:])
+    done = _run_child("exit", [("fine", "aten.exp.default", (), (1,)), ("unfold", "aten.unfold.default", (0, 2, 1), (1,))])
+    assert "survived fine" in done.stdout, (done.returncode, done.stdout, done.stderr[-2000:])
+    assert done.returncode == 3 and "survived unfold" not in done.stdout, (done.returncode, done.stderr[-2000:])
