@@ -167,10 +167,11 @@ def test_probes_confirm_the_edge_a_pass_matches_and_focus_draws_it_with_its_rela
     assert ("aten.select.int", "aten.unsqueeze.default") not in [e[:2] for e in found.edges]  # never made it act
     assert found.focus().edges == (("aten.unsqueeze.default", "aten.select.int"),)
     ops = ["aten.unsqueeze.default", "aten.select.int"]
-    with_edge = _draws(graphs(focus=found.focus()), 200)
-    rows_only = _draws(graphs(focus=Focus(ops=ops)), 200)
+    # 50 draws each: 111 related edges with the edge's focus, 16 with its rows only (200: 282 and 36)
+    with_edge = _draws(graphs(focus=found.focus()), 50)
+    rows_only = _draws(graphs(focus=Focus(ops=ops)), 50)
     assert sum(map(_related_edges, with_edge)) >= 2 * sum(map(_related_edges, rows_only)) + 10
-    result = verify(select_of_unsqueeze, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False)
+    result = verify(select_of_unsqueeze, seed=0, max_examples=50, repro_dir=None, device="cpu", shrink=False)
     assert result.ok and result.changed >= 10, ([v.message for v in result.violations], result.fire_text)
 
 
@@ -321,15 +322,17 @@ def test_focus_option_resolves_names_and_refuses_unknown_ones():
 
 
 def test_a_focused_search_catches_log_of_exp_where_the_plain_one_does_not():
-    plain = verify(log_of_exp, seed=0, max_examples=100, focus="none", repro_dir=None, device="cpu", shrink=False)
-    focused = verify(log_of_exp, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False)
+    """On the same 50 graphs' budget: the focused search catches it at example 4."""
+    plain = verify(log_of_exp, seed=0, max_examples=50, focus="none", repro_dir=None, device="cpu", shrink=False)
+    focused = verify(log_of_exp, seed=0, max_examples=50, repro_dir=None, device="cpu", shrink=False)
     assert plain.ok and plain.changed_dead_code_only == plain.changed  # it only ever removed dead code
     assert not focused.ok and focused.focus["mode"] == "auto"
     assert {"op": "aten.log.default", "how": "code"} in focused.focus["ops"]
 
 
 def test_fire_accounting_counts_changed_graphs_and_a_no_op_is_vacuous():
-    noop = verify(lambda gm: gm, seed=0, max_examples=10, repro_dir=None)
+    # unfocused: a discovered focus that leaves a pass idle has its own test (below)
+    noop = verify(lambda gm: gm, seed=0, max_examples=10, repro_dir=None, focus="none")
     assert noop.ok and noop.vacuous and (noop.examples, noop.changed) == (10, 0)
 
     def rename(gm):  # new names and a recompile change nothing
@@ -339,7 +342,7 @@ def test_fire_accounting_counts_changed_graphs_and_a_no_op_is_vacuous():
         gm.recompile()
         return gm
 
-    assert verify(rename, seed=0, max_examples=10, repro_dir=None).vacuous
+    assert verify(rename, seed=0, max_examples=10, repro_dir=None, focus="none").vacuous
 
     def add_unused_clone(gm: fx.GraphModule):  # changes every graph, harmlessly
         first = next(n for n in gm.graph.nodes if n.op == "placeholder")
@@ -348,7 +351,7 @@ def test_fire_accounting_counts_changed_graphs_and_a_no_op_is_vacuous():
         gm.recompile()
         return gm
 
-    changed = verify(add_unused_clone, seed=0, max_examples=10, repro_dir=None)
+    changed = verify(add_unused_clone, seed=0, max_examples=10, repro_dir=None, focus="none")
     assert changed.ok and not changed.vacuous and changed.changed == changed.examples == 10
     assert changed.changed_dead_code_only == 0
 
@@ -369,10 +372,11 @@ def test_examples_are_the_generated_graphs_and_shrinking_runs_are_counted_apart(
         gm.recompile()
         return gm
 
-    result = verify(negate_every_output, seed=0, max_examples=40, focus="none", repro_dir=None)
+    # seed 1: its two counterexamples shrink in 160 runs (seed 0's in 579: 18 s of CPU)
+    result = verify(negate_every_output, seed=1, max_examples=40, focus="none", repro_dir=None)
     assert not result.ok and result.shrink_runs > 0
     # minimal failures are replayed once more at the end, as neither example nor shrinking run: one
-    # replay per violation before issue 15; since then seed 0 gives two violations (values,
+    # replay per violation before issue 15; since then seed 0 gave two violations (values,
     # aliasing) and one replay (why: not yet examined, noted in the issue 15 note)
     assert result.examples <= 40
     replays = len(log.read_text()) - result.examples - result.shrink_runs
@@ -526,9 +530,9 @@ def test_a_graph_that_does_not_run_as_given_is_drawn_again_never_the_passs_verdi
 
     monkeypatch.setattr(module, "_pristine", pristine)
     monkeypatch.setattr(module, "_call", call)
-    result = verify(lambda gm: gm, seed=0, max_examples=30, focus="none", repro_dir=None, device="cpu",
+    result = verify(lambda gm: gm, seed=0, max_examples=15, focus="none", repro_dir=None, device="cpu",
                     isolate=isolate, shrink=False)
-    assert result.ok and result.examples == 30, result.violations
+    assert result.ok and result.examples == 15, result.violations
     assert result.unrunnable >= 3
     with pytest.raises(OriginalFailed, match="does not run on cpu: RuntimeError: CUDA error"):
         g = next(c for c in _some_cases() if len(c.gm.graph.nodes) % 2 == 0)
@@ -540,7 +544,7 @@ def _some_cases():
 
     out = []
 
-    @settings(max_examples=30, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=10, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(graphs(max_nodes=6))
     def draw(case):
         out.append(case)
@@ -574,12 +578,13 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     import conformance.search.driver as driver
 
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("auto"))
-    result = verify(_negs_to_muls, seed=0, max_examples=60, repro_dir=None, device="cpu", shrink=False)
-    assert result.ok and not result.vacuous and result.examples == 60
-    assert result.focus["unfocused_after"] == {"examples": 60, "changed": 0}
+    # 40 plain graphs: at seed 0 the first with a neg comes between 21 and 30
+    result = verify(_negs_to_muls, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
+    assert result.ok and not result.vacuous and result.examples == 40
+    assert result.focus["unfocused_after"] == {"examples": 40, "changed": 0}
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("ops"))
-    named = verify(_negs_to_muls, seed=0, max_examples=60, repro_dir=None, device="cpu", shrink=False)
-    assert named.vacuous and named.examples == 60 and "unfocused_after" not in named.focus
+    named = verify(_negs_to_muls, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
+    assert named.vacuous and named.examples == 40 and "unfocused_after" not in named.focus
 
 
 def test_every_row_the_cpu_runs_gets_its_probe_graphs():
