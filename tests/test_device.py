@@ -31,8 +31,6 @@ H100 = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-census.json"
 # what the device probe learnt on that H100 the next day (the cuDNN attention killed its process at
 # float16 and float64; the CUDA attention overloads' dtypes and head sizes)
 H100_PROBE = pathlib.Path(__file__).parent / "data" / "h100-torch2.11-probe.json"
-_SETTINGS = settings(max_examples=150, derandomize=True, database=None, deadline=None,
-                     suppress_health_check=list(HealthCheck))
 
 
 def _h100(path: pathlib.Path = H100) -> DeviceSupport:
@@ -60,12 +58,13 @@ def _dtypes_of(node) -> tuple:
     return signature(tuple(vals), {})
 
 
-def _census(device: str, support=None, **options) -> collections.Counter:
-    """Per (op, dtypes of its tensor operands) and per factory device, counts over 150 draws."""
+def _census(device: str, support=None, examples: int = 150, **options) -> collections.Counter:
+    """Per (op, dtypes of its tensor operands) and per factory device, counts over ``examples`` draws."""
     seen = collections.Counter()
 
     def run():
-        @_SETTINGS
+        @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
         @given(graphs(max_nodes=10, device=device, **options))
         def draw(case):
             assert case.device == device
@@ -86,17 +85,24 @@ def _census(device: str, support=None, **options) -> collections.Counter:
     return seen
 
 
-@pytest.mark.parametrize("options", [dict(mutations=True, random=True, special_values=True),
-                                     dict(ops=["aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.addmv",
-                                               "aten.dot", "aten.native_layer_norm", "aten.full", "aten.arange",
-                                               "aten.scalar_tensor", "aten.zeros",
-                                               "aten._scaled_dot_product_flash_attention_for_cpu",
-                                               "aten.scaled_dot_product_attention"])],
-                         ids=["catalog", "refused-families"])
-@pytest.mark.parametrize("table", [H100, H100_PROBE], ids=["census", "probe"])
-def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(options, table):
+_CATALOG = dict(mutations=True, random=True, special_values=True)
+_REFUSED_FAMILIES = dict(ops=["aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.addmv", "aten.dot",
+                              "aten.native_layer_norm", "aten.full", "aten.arange", "aten.scalar_tensor", "aten.zeros",
+                              "aten._scaled_dot_product_flash_attention_for_cpu", "aten.scaled_dot_product_attention"])
+
+
+# The refused families, 60 draws each: the same draws for the CPU hold 63 integer mm calls and 25 CPU
+# flash attentions (the next test). The whole catalog, 150 draws (they hold few factories: one with
+# the probe table): make test draws it with the census table, the sweep with the probe table too
+# (whose refusals make test checks on the refused families).
+@pytest.mark.parametrize("table, options, examples", [
+    pytest.param(H100, _CATALOG, 150, id="census-catalog"),
+    pytest.param(H100_PROBE, _CATALOG, 150, id="probe-catalog", marks=pytest.mark.sweep),
+    pytest.param(H100, _REFUSED_FAMILIES, 60, id="census-refused-families"),
+    pytest.param(H100_PROBE, _REFUSED_FAMILIES, 60, id="probe-refused-families")])
+def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(table, options, examples):
     h100 = _h100(table)
-    seen = _census("cuda", h100, **options)
+    seen = _census("cuda", h100, examples, **options)
     calls = {k: n for k, n in seen.items() if k[0] != "device" and k[0] != "input on"}
     for (op, sig), n in calls.items():
         assert (op, sig) not in h100.refused_calls, (op, sig, n)
@@ -112,8 +118,8 @@ def test_graphs_drawn_for_cuda_hold_nothing_the_h100_refused(options, table):
 
 def test_the_same_draws_for_the_cpu_hold_what_the_h100_refused():
     """The table is what keeps them out: drawn for the CPU, the refused families are there."""
-    seen = _census("cpu", ops=["aten.mm", "aten.bmm", "aten.addmm", "aten._scaled_dot_product_flash_attention_for_cpu",
-                               "aten.full", "aten.zeros"])
+    seen = _census("cpu", examples=60, ops=["aten.mm", "aten.bmm", "aten.addmm", "aten.full", "aten.zeros",
+                                            "aten._scaled_dot_product_flash_attention_for_cpu"])
     assert any(op == "aten.mm.default" and sig[0].startswith("int") for op, sig in seen if op != "device")
     assert any(op == "aten._scaled_dot_product_flash_attention_for_cpu.default" for op, _ in seen)
     assert seen["device", "cpu"] and not seen["device", "cuda"]
@@ -164,17 +170,22 @@ def _rows(*names, dtypes=None):
     return rows if dtypes is None else tuple(dataclasses.replace(r, dtypes=r.dtypes & dtypes) for r in rows)
 
 
+@pytest.mark.parametrize("neg_dtypes", [pytest.param(frozenset({torch.float32}), id="neg-at-one-dtype"),
+                                        pytest.param(frozenset({torch.float32, torch.int64}), id="neg-at-two-dtypes",
+                                                     marks=pytest.mark.sweep)])
 @pytest.mark.parametrize("fault, how", [("segfault_on_neg", "SIGSEGV"), ("hang_on_neg", "did not finish"),
                                         ("poison_after_neg", "a CUDA error after its calls (an illegal memory")])
-def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault, how, monkeypatch):
+def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault, how, neg_dtypes, monkeypatch):
     """A call that kills the probing process (a GPU library's SIGSEGV) or hangs refuses its row's
     dtype, and the probe goes on in a new child: the other rows come out as an in-process probe
-    finds them."""
-    monkeypatch.setattr(_probe, "_ITEM_S", 3.0)
+    finds them. make test: neg at one dtype (two children, each importing torch); the sweep: at two,
+    so the child started after a death dies on its first item too (three children)."""
+    monkeypatch.setattr(_probe, "_ITEM_S", 3.0)  # a child's first item takes 1.6 s on a loaded 2-core machine
     two = frozenset({torch.float32, torch.int64})
-    rows = _rows("aten.abs.default", "aten.neg.default", "aten.mm.default", dtypes=two)
+    rows = (*_rows("aten.abs.default", dtypes=two), *_rows("aten.neg.default", dtypes=neg_dtypes),
+            *_rows("aten.mm.default", dtypes=two))
     found = _probe.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests._probe_faults:{fault}")
-    assert set(found.refused_dtypes["aten.neg.default"]) == {"float32", "int64"}
+    assert set(found.refused_dtypes["aten.neg.default"]) == {str(d).removeprefix("torch.") for d in neg_dtypes}
     assert all(how in err and "aten.neg.default" in err for err in found.refused_dtypes["aten.neg.default"].values())
     alone = _probe.probe("cpu", _rows("aten.abs.default", "aten.mm.default", dtypes=two), examples=4, isolate=False)
     assert {k: v for k, v in found.refused_dtypes.items() if k != "aten.neg.default"} == alone.refused_dtypes
@@ -182,11 +193,12 @@ def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault
 
 
 def test_an_isolated_probe_is_the_in_process_one_when_nothing_dies():
-    rows = _rows("aten.abs.default", "aten.mm.default", "aten.bitwise_not.default", "aten.where.self")
+    # abs: a catalog row at fewer dtypes (an isolated probe finds it by name, and probes only those)
+    rows = (*_rows("aten.abs.default", dtypes=frozenset({torch.float16})),
+            *_rows("aten.mm.default", "aten.bitwise_not.default", "aten.where.self"))
     alone = _probe.probe("cpu", rows, examples=6, isolate=False)
+    assert "aten.abs.default" in alone.rows
     assert _probe.probe("cpu", rows, examples=6, isolate=True, jobs=2) == alone  # two children, two rows each
-    fewer = _rows("aten.abs.default", dtypes=frozenset({torch.float16}))
-    assert _probe.probe("cpu", fewer, isolate=True).rows == {"aten.abs.default"}  # a catalog row at fewer dtypes
     with pytest.raises(ValueError, match="not catalog rows: \\['aten.sinc.default'\\]"):
         _probe.probe("cpu", (OpSpec(aten.sinc.default, POINTWISE, (TENSOR,), ANY),), isolate=True)
 
