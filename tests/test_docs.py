@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -128,11 +126,13 @@ def test_nightly_results_are_the_committed_report():
         assert (ROOT / plot).exists(), plot
 
 
-def test_cli_usage_error_exits_2_with_one_line():
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--profile", "nope"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "invalid choice: 'nope'" in proc.stderr
+def test_cli_usage_error_exits_2_with_one_line(capsys):
+    """In-process: tests/test_cli_verify.py runs a usage error as a process (exit 2, one line, no traceback)."""
+    from conformance.cli import main
+
+    assert main(["run", "--profile", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nope'" in err and err.strip().splitlines()[-1].startswith("fx-conformance run: error:")
 
 
 # --- the checker can fail -------------------------------------------------------------------------

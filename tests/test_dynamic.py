@@ -94,10 +94,12 @@ def test_every_dynamic_feature_is_drawn():
 
         collect()
 
-    draw(graphs(dynamic=True), 50)  # all but three by the 32nd graph, all by the 40th (measured)
+    # measured: 25 unfocused graphs draw all but sym-min (13 of 14, by the 6th), the 15 focused ones
+    # all 14 (sym-min the 8th); each graph is a symbolic trace (6 s of CPU in all, 100 + 30 took 12 s)
+    draw(graphs(dynamic=True), 25)
     unfocused = set(seen)
-    draw(graphs(dynamic=True, focus=["sym_max", "sym_min", "aten._assert_scalar.default"]), 30)
-    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 80 graphs: {set(DYNAMIC_FEATURES) - seen}"
+    draw(graphs(dynamic=True, focus=["sym_max", "sym_min", "aten._assert_scalar.default"]), 15)
+    assert set(DYNAMIC_FEATURES) - seen == set(), f"never drawn in 40 graphs: {set(DYNAMIC_FEATURES) - seen}"
     assert len(unfocused) >= len(DYNAMIC_FEATURES) - 3, set(DYNAMIC_FEATURES) - unfocused
 
 
@@ -135,13 +137,6 @@ def test_symbolic_shapes_validate_and_resize():
 
 
 # --- the harness -------------------------------------------------------------------------------------
-
-
-def test_baked_sizes_are_caught_within_200_examples():
-    result = verify(P.bake_sizes, dynamic=True, max_examples=200, seed=0, shrink=False, repro_dir=None)
-    found = [v for v in result.violations if v.property == "dynamic"]
-    assert found and found[0].example <= 200, [v.message for v in result.violations]
-    assert "[specialised]" in found[0].message and found[0].sizes
 
 
 def test_floor_division_wrong_for_some_sizes_is_refuted_with_a_counterexample(tmp_path):
@@ -217,8 +212,12 @@ def test_bad_symbolic_arguments_are_usage_errors():
 
 
 def test_cli_dynamic_finds_baked_sizes_and_the_repro_reproduces(tmp_path, capsys):
+    """verify --dynamic catches a pass that bakes the example's sizes in, within 200 graphs, shrinks it
+    to one step, and writes a repro that carries the symbolic dims and the sizes it fails at."""
+    # Seed 17 finds it in the 8th graph and shrinks in 88 runs (11 s of CPU on the 2-core AMD EPYC;
+    # seed 1: 22 and 70, 16 s; seed 0: 34 and 108, 22 s): each graph is a symbolic trace checked at five sizes.
     code = cli_main(["verify", "tests.passes.dynamic:bake_sizes", "--dynamic", "--max-examples", "200",
-                     "--seed", "1", "--repro-dir", str(tmp_path)])
+                     "--seed", "17", "--repro-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "dynamic" in out and "[specialised]" in out, out
     # shrunk to one step: a single tensor op and the size arithmetic feeding it
@@ -252,7 +251,7 @@ def test_a_node_that_took_another_nodes_name_is_not_compared_with_it():
     a renamed node whose sizes differ at the example is another node (export's
     ReplaceViewOpsWithViewCopyOpsPass renamed a full_1 whose size was s0 // 2 where the original's
     was (s0**2 + 1) // 2: a false [specialised], found by make conformance). Nodes the pass kept,
-    baked sizes included, are still compared: test_baked_sizes_are_caught_within_200_examples."""
+    baked sizes included, are still compared: test_cli_dynamic_finds_baked_sizes_and_the_repro_reproduces."""
     gm, inputs, shapes = _graph(_two_fills, torch.randn(2, 3))
     names = [n.name for n in gm.graph.nodes if n.target is torch.ops.aten.full.default]
     assert names == ["full", "full_1"]
@@ -304,10 +303,10 @@ def _slice_bounds(gm) -> set:
 def test_a_dynamic_focus_draws_the_symbolic_forms_real_passes_rewrite():
     """Issue 33: Torch-TensorRT's symbolic passes rewrite negative SymInt slice bounds, a SymInt
     slice_scatter start, sym_min(s, INT64_MAX) and _assert_scalar; --dynamic --focus reaches them."""
-    def forms(focus) -> set:
+    def forms(focus) -> set:  # a focus draws its steps three times in four: each form by the 5th graph
         seen = set()
 
-        @settings(max_examples=25, deadline=None, database=None, derandomize=True,
+        @settings(max_examples=10, deadline=None, database=None, derandomize=True,
                   suppress_health_check=list(HealthCheck))
         @given(graphs(dynamic=True, focus=focus))
         def draw(case):

@@ -261,27 +261,24 @@ def test_documented_torch_counterexamples():
 # --- CLI ------------------------------------------------------------------------------------------
 
 
-def _prove_cli(*args):
-    return subprocess.run([sys.executable, "-m", "conformance.cli", "prove", *args], capture_output=True, text=True,
-                          timeout=120)
+CLAIM = ("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)")  # the README's refuted claim (docs/prover.md)
 
 
 def test_cli_exit_codes_output_and_json(tmp_path, capsys):
-    # one run as a user makes it (a process); the other cases call the same main() in-process
-    bad = _prove_cli("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--json", str(tmp_path / "v.json"))
-    assert bad.returncode == 1 and "refuted:" in bad.stdout and "counterexample: a=" in bad.stdout
-    record = json.loads((tmp_path / "v.json").read_text())
-    assert record["verdict"] == "refuted" and record["counterexample"]["b"] < 0
-    assert int(record["lhs_value"]) != int(record["rhs_value"])
-
+    # main() in-process; the runs as a user makes them (processes) are the next test's
     def prove(*args):
         code = main(["prove", *args])
         out, err = capsys.readouterr()
         return code, out, err
 
+    code, out, _ = prove(*CLAIM, "--json", str(tmp_path / "v.json"))
+    assert code == 1 and "refuted:" in out and "counterexample: a=" in out
+    record = json.loads((tmp_path / "v.json").read_text())
+    assert record["verdict"] == "refuted" and record["counterexample"]["b"] < 0
+    assert int(record["lhs_value"]) != int(record["rhs_value"])
     code, out, _ = prove("floor((s0 + 7)/8)", "FloorDiv(s0 + 7, 8)")
     assert code == 0 and out.startswith("proved: floor((s0 + 7)/8) == FloorDiv(s0 + 7, 8) (")
-    code, out, _ = prove("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)", "--assume", "b > 0")
+    code, out, _ = prove(*CLAIM, "--assume", "b > 0")
     assert code == 0, out
     code, out, _ = prove("Min(1, Abs(a**3 + b**3 - c**3))", "1", "--assume", "a > 0", "--assume", "b > 0",
                          "--assume", "c > 0", "--timeout-ms", "200")  # Fermat, n=3: true, beyond z3
@@ -292,33 +289,27 @@ def test_cli_exit_codes_output_and_json(tmp_path, capsys):
         assert err.startswith("fx-conformance prove: error:") and "Traceback" not in err
 
 
-def test_cli_counterexample_is_the_same_whatever_the_hash_seed():
+def test_cli_counterexample_is_the_same_whatever_the_hash_seed_and_the_proofs_before_it(tmp_path):
     """The README promises a rerun shows the same counterexample: z3's model must not depend on the
-    order Python's hash seed gives sympy's sets."""
-    import os
-
-    lines = set()
-    for seed in ("1", "2", "3"):
-        proc = subprocess.run([sys.executable, "-m", "conformance.cli", "prove", "CeilDiv(a, b)",
-                               "FloorDiv(a + b - 1, b)"], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONHASHSEED": seed})
-        assert proc.returncode == 1, proc.stderr
-        lines.add(next(line for line in proc.stdout.splitlines() if "counterexample" in line))
-    assert len(lines) == 1, lines
-
-
-def test_a_counterexample_does_not_depend_on_the_proofs_before_it_in_the_process():
-    """Nor on what else the process proved: each proof has its own z3 context. In z3's shared default
+    order Python's hash seed gives sympy's sets (three processes, as a user runs the command), nor
+    on what else the process proved: each proof has its own z3 context. In z3's shared default
     context the README's CeilDiv counterexample was a=0, b=-2 in a fresh process and a=4, b=-1 after a
     ModularIndexing proof, so the README test failed or passed with the order xdist gave it."""
-    claim = ("CeilDiv(a, b)", "FloorDiv(a + b - 1, b)")
-    for lhs, rhs in [claim, ("ModularIndexing(floor(2*x/3), 7, 7)", "ModularIndexing(2*x, 21, 7)")]:
+    import os
+
+    lines, found = set(), []
+    for seed in ("1", "2", "3"):
+        proc = subprocess.run([sys.executable, "-m", "conformance.cli", "prove", *CLAIM, "--json",
+                               str(tmp_path / f"{seed}.json")], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        assert proc.returncode == 1 and "refuted:" in proc.stdout, proc.stdout + proc.stderr
+        lines.add(next(line for line in proc.stdout.splitlines() if "counterexample" in line))
+        found.append(json.loads((tmp_path / f"{seed}.json").read_text())["counterexample"])
+    assert len(lines) == 1, lines
+    for lhs, rhs in [CLAIM, ("ModularIndexing(floor(2*x/3), 7, 7)", "ModularIndexing(2*x, 21, 7)")]:
         prove_equal(lhs, rhs)
-    here = prove_equal(*claim)
-    fresh = subprocess.run([sys.executable, "-c", "from conformance.symbolic import prove_equal; "
-                            f"print(prove_equal(*{claim!r}).counterexample)"], capture_output=True, text=True,
-                           timeout=120)
-    assert here.verdict == "refuted" and str(here.counterexample) == fresh.stdout.strip(), (here, fresh.stderr)
+    here = prove_equal(*CLAIM)
+    assert here.verdict == "refuted" and here.counterexample == found[0], (here, found[0])
 
 
 def test_products_are_first_abstracted_so_congruence_proves_what_nonlinear_arithmetic_does_not():

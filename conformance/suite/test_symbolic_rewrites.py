@@ -21,7 +21,7 @@ from __future__ import annotations
 import sympy
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from torch.utils._sympy import functions as tf
 
@@ -227,7 +227,10 @@ def _rule_params():
         yield pytest.param(name, marks=marks, id=name)
 
 
+# Unshrunk: a row torch gets wrong stops at its first counterexample, which z3's model in the message
+# already makes small; shrinking the drawn arguments ran hundreds of proofs (6 s for CeilDiv's row).
 @pytest.mark.parametrize("name", list(_rule_params()))
+@settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(data=st.data())
 def test_torch_sympy_simplification(name, data):
     arguments, build, _ = RULES[name]
