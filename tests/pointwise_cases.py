@@ -107,12 +107,21 @@ def grid_cases(row, dtype):
 
 
 def graph_of(row, args, kwargs):
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return graph_of_cases(row, [(args, kwargs)])
+
+
+def graph_of_cases(row, cases):
+    """One graph calling ``row`` once per case ``(args, kwargs)``, an output each; a tensor that several
+    cases share (``grid_cases`` reuses each operand's grid) is one input. Returns ``(gm, inputs)``."""
+    tensors = []
+    for args, _ in cases:
+        tensors += [a for a in args if isinstance(a, torch.Tensor) and not any(a is t for t in tensors)]
 
     def body(g, call, *xs):
-        it = iter(xs)
-        real = [next(it) if isinstance(a, torch.Tensor) else a for a in args]
-        return [g.call_function(row.overload, tuple(real), kwargs)]
+        def node(a):
+            return xs[next(i for i, t in enumerate(tensors) if t is a)] if isinstance(a, torch.Tensor) else a
+
+        return [g.call_function(row.overload, tuple(map(node, args)), kwargs) for args, kwargs in cases]
 
     return build(len(tensors), body), tuple(tensors)
 

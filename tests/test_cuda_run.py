@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from reference_lowering.pointwise import TRITON, _table
+from reference_lowering.pointwise import TRITON, _table, lower_pointwise
 from tests import _cuda_run
 from tests.pointwise_cases import POINTWISE
 
@@ -57,3 +57,23 @@ def test_a_planted_wrong_row_is_reported_with_its_cases(monkeypatch):
     report = _cuda_run.failure_report(record)
     assert report.startswith(f"{row.name} on cpu: {len(record['failures'])} of {record['cases']} cases fail\n")
     assert f"{row.name} dtype=torch." in report and " args=(tensor(" in report and "but should be" in report
+
+
+def test_a_row_judged_right_alone_but_wrong_beside_its_other_cases_is_reported_as_their_graph(monkeypatch):
+    """The cases of a dtype are judged as the outputs of one graph first: a lowering wrong only on a
+    graph of several outputs fails the row, with that graph named, though no case fails alone."""
+    def wrong_beside_others(gm, sample_inputs):
+        lowered = lower_pointwise(gm, sample_inputs)
+        out = lowered.graph.output_node()
+        out.args = (tuple(reversed(out.args[0])),)  # the outputs in the wrong order: right for one output
+        lowered.recompile()
+        return lowered
+
+    monkeypatch.setattr(_cuda_run, "lower_pointwise", wrong_beside_others)
+    row = next(r for r in POINTWISE if r.overload == torch.ops.aten.add.Tensor)
+    record = _cuda_run.judge_row(row, "cpu")
+    assert record["cases"] > len(row.dtypes) and len(record["failures"]) == len(row.dtypes), record["failures"]
+    assert all("cases as the outputs of one graph:\n" in f and "but should be" in f for f in record["failures"]), \
+        record["failures"][0]
+    assert _cuda_run.judge_row(next(r for r in POINTWISE if r.overload == torch.ops.aten.abs.default), "cpu")[
+        "failures"] == []  # one case per dtype: a graph of one output, right
