@@ -80,20 +80,20 @@ def narrow_accesses(row: dict, target: str) -> list:
     return out
 
 
-@pytest.mark.parametrize("spread", [8, pytest.param(0, marks=pytest.mark.sweep)], ids=["spread", "every"])
+@pytest.mark.parametrize("spread", [16, pytest.param(0, marks=pytest.mark.sweep)], ids=["spread", "every"])
 def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, spread):
     """One process lowers each case once and compiles it for sm_90, sm_80 and gfx942: in make test
-    every golden and planted kernel for each target, and one op table case in eight (rows and dtypes
+    every golden and planted kernel for each target, and one op table case in 16 (rows and dtypes
     alike), each for one target in turn (one in four took 21 s of CPU in the compiling process on the
-    2-core AMD EPYC, where every table case for one target took 39 s); in make sweep every case for
-    every target."""
+    2-core AMD EPYC, where every table case for one target took 39 s; one in eight, 29 s of the
+    test); in make sweep every case for every target."""
     results = compile_all(tmp_path, spread=spread)
     assert set(results) == set(TARGETS)
     bad, cases = [], set()
     for target, result in sorted(results.items()):
         rows = [r for r in result["kernels"] if not r["case"].startswith("planted/")]
         cases |= {r["case"] for r in rows}
-        assert len({r["case"] for r in rows if r["case"].startswith("table/")}) > (400 if not spread else 15)
+        assert len({r["case"] for r in rows if r["case"].startswith("table/")}) > (400 if not spread else 8)
         assert len({r["case"] for r in rows if r["case"].startswith("golden/")}) >= 13
         bad += [f"{target} {r['case']} ({r.get('kernel')}): {'; '.join(p)}" for r in rows
                 for p in [problems(r, target)] if p]
@@ -104,5 +104,5 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, 
         planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
         assert planted["planted/wide_block"], f"{target}: a 65536-wide block was not flagged"
         assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), (target, planted)
-    assert len(cases) > (400 if not spread else 60), "the golden graphs and the table's cases (all, or one in eight)"
+    assert len(cases) > (400 if not spread else 35), "the golden graphs and the table's cases (all, or one in 16)"
     assert not bad, f"{len(bad)} kernels (triton {version('triton')}):\n" + "\n".join(bad)

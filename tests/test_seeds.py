@@ -116,7 +116,8 @@ def test_a_correct_pass_over_seeds_is_not_flagged():
         gm.recompile()
         return gm
 
-    result = verify(fuse_addmm_2d, seed=0, max_examples=100, repro_dir=None, device="cpu", shrink=False,
+    # 40 graphs: the pass changes 18 (measured; 100 took 7 s and showed nothing more)
+    result = verify(fuse_addmm_2d, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False,
                     seed_graphs=[(_linear, (torch.randn(3, 4), torch.randn(4, 2), torch.randn(2)))])
     assert result.ok, [v.message for v in result.violations]
     assert result.changed >= 10
