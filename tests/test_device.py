@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from conformance.copies import to_device
 from strategies import OPS, InvalidArgument, OpSpec, graphs
 from strategies._draw import probe as _probe
+from tests import _probe_faults
 from strategies._catalog.vocabulary import ANY, MATMUL, MM, POINTWISE, TENSOR
 from strategies._build.device import op_name, relocate, signature, simulated
 from strategies._draw.support import DeviceSupport, cpu_support
@@ -170,6 +171,25 @@ def _rows(*names, dtypes=None):
     return rows if dtypes is None else tuple(dataclasses.replace(r, dtypes=r.dtypes & dtypes) for r in rows)
 
 
+def _warmed(fault: str):
+    """A prelude for an isolated probe's children: one (row, dtype) probed first, then ``fault`` planted
+    (tests/_probe_faults.py). The first item a child probes pays its warm-up (1.0 s of CPU measured on a
+    2-core AMD EPYC, over 3 s of wall at load 8, where a 3 s item limit killed it); the next items
+    took 0.01-0.02 s each. The prelude runs before the child's first item, inside its start-up time
+    (``_START_S``), so a short item limit only ever cuts the planted hang."""
+    def prelude():
+        _probe.probe_item(torch.device("cpu"), _rows("aten.abs.default")[0], "float32", 4)
+        getattr(_probe_faults, fault)()
+
+    return prelude
+
+
+# children import this module for their prelude (probe(..., prelude="tests.test_device:..."))
+_warm_segfault_on_neg = _warmed("segfault_on_neg")
+_warm_hang_on_neg = _warmed("hang_on_neg")
+_warm_poison_after_neg = _warmed("poison_after_neg")
+
+
 @pytest.mark.parametrize("neg_dtypes", [pytest.param(frozenset({torch.float32}), id="neg-at-one-dtype"),
                                         pytest.param(frozenset({torch.float32, torch.int64}), id="neg-at-two-dtypes",
                                                      marks=pytest.mark.sweep)])
@@ -179,12 +199,21 @@ def test_an_isolated_probe_survives_a_call_that_kills_or_hangs_its_process(fault
     """A call that kills the probing process (a GPU library's SIGSEGV) or hangs refuses its row's
     dtype, and the probe goes on in a new child: the other rows come out as an in-process probe
     finds them. make test: neg at one dtype (two children, each importing torch); the sweep: at two,
-    so the child started after a death dies on its first item too (three children)."""
-    monkeypatch.setattr(_probe, "_ITEM_S", 3.0)  # a child's first item takes 1.6 s on a loaded 2-core machine
+    so the child started after a death dies on its first item too (three children).
+
+    The hang at one dtype comes last (one child, killed): a new child after a kill is the SIGSEGV's
+    path (the parent stops reading either way and goes on from the next item), which its test runs.
+    Only the hang test shortens the item limit (the library's is 120 s): its children are warmed
+    before their first item (``_warmed``), so 3 s is over 100 times a warm item's time."""
+    if fault == "hang_on_neg":
+        monkeypatch.setattr(_probe, "_ITEM_S", 3.0)
     two = frozenset({torch.float32, torch.int64})
-    rows = (*_rows("aten.abs.default", dtypes=two), *_rows("aten.neg.default", dtypes=neg_dtypes),
-            *_rows("aten.mm.default", dtypes=two))
-    found = _probe.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests._probe_faults:{fault}")
+    neg = _rows("aten.neg.default", dtypes=neg_dtypes)
+    if fault == "hang_on_neg" and len(neg_dtypes) == 1:
+        rows = (*_rows("aten.abs.default", "aten.mm.default", dtypes=two), *neg)
+    else:
+        rows = (*_rows("aten.abs.default", dtypes=two), *neg, *_rows("aten.mm.default", dtypes=two))
+    found = _probe.probe("cpu", rows, examples=4, isolate=True, prelude=f"tests.test_device:_warm_{fault}")
     assert set(found.refused_dtypes["aten.neg.default"]) == {str(d).removeprefix("torch.") for d in neg_dtypes}
     assert all(how in err and "aten.neg.default" in err for err in found.refused_dtypes["aten.neg.default"].values())
     alone = _probe.probe("cpu", _rows("aten.abs.default", "aten.mm.default", dtypes=two), examples=4, isolate=False)
