@@ -156,9 +156,11 @@ def test_export_module_and_dynamo_invariants_catch_graphs_of_another_stage():
     assert any("typed None" in e for e in errors) and any("no meta['example_value']" in e for e in errors)
 
 
-# Graphs each correct twin is checked on at seed 0: strip_redundant_clones first changes one at
-# example 7, erase_userless_pure_nodes at 3, clone_inputs_keeping_writes at 1.
-_TWIN_EXAMPLES = {"strip_every_clone": 10}
+# Graphs each correct twin is checked on at seed 0, the fewest where it still changes one (measured:
+# Hypothesis draws other graphs for another max_examples, so 3-6 graphs change none of
+# strip_redundant_clones's, 7 change one): export-module traces cost about 0.3 s a graph on the 2-core
+# AMD EPYC. Its correctness on 200 graphs a seed is the sweep's (test_planted.py).
+_TWIN_EXAMPLES = {"strip_every_clone": 7, "erase_userless_nodes": 3, "clone_inputs_dropping_writes": 1}
 
 
 def test_a_torch_tensorrt_style_pass_is_judged_on_export_module_graphs(tmp_path, warm_tracer):
@@ -173,7 +175,7 @@ def test_a_torch_tensorrt_style_pass_is_judged_on_export_module_graphs(tmp_path,
                         max_examples=30, shrink=False, repro_dir=None, focus="none")
         assert {v.property for v in caught.violations} & {"mutations", "aliasing"}, (name, caught.violations)
         twin = verify(TWINS[name], ir="export-module", graphs="mutating", settings_factory=make_settings, seed=0,
-                      max_examples=_TWIN_EXAMPLES.get(name, 4), repro_dir=str(tmp_path), focus="none")
+                      max_examples=_TWIN_EXAMPLES[name], repro_dir=str(tmp_path), focus="none")
         assert twin.ok and twin.changed > 0, (TWINS[name].__name__, twin.violations)
 
 
