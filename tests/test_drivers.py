@@ -136,3 +136,23 @@ def test_a_call_to_avoid_is_never_made_and_its_draw_goes_elsewhere():
     with _eager_calls.watch_eager_calls(announced.append):
         _eager_calls.run_eager(torch.ops.aten.sin.default, (torch.zeros(2, 3).t(),), {})
     assert announced == ["aten.sin.default(float32[3, 2] stride=(1, 3))", None]  # before the call, then done
+
+
+def test_the_parent_draws_a_graph_in_the_runs_ir_before_it_forks_drivers(monkeypatch):
+    """What a driver's first graph sets up (torch._dynamo's import by the first FakeTensorMode, the
+    generator's and the tracer's caches) is lost with the driver unless the parent did it first: a
+    search that found its bug in the first graph cost 2.2-2.5 s in a parent that had never drawn, 0.2-0.4 s
+    after (2-core AMD EPYC). The warm-up draws safe ops only and calls no pass."""
+    from conformance import verify
+    from conformance.search import driver, warm
+
+    order = []
+    monkeypatch.setattr(driver, "warm_for_drivers", lambda ir: order.append(("warm", ir)))
+    real = driver.run_drivers
+    monkeypatch.setattr(driver, "run_drivers", lambda *a, **k: (order.append(("fork",)), real(*a, **k))[1])
+    verify(lambda gm: gm, max_examples=2, seed=0, focus="none", repro_dir=None, device="cpu",
+           ir="export")
+    assert order == [("warm", "export"), ("fork",)], order
+    assert set(warm._SAFE_OPS) == {torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor, torch.ops.aten.relu.default}
+    warm.warm_for_drivers("aten")  # draws here, once per process and IR
+    assert warm.warm_for_drivers.cache_info().currsize >= 1 and "torch._dynamo" in __import__("sys").modules

@@ -44,6 +44,7 @@ from .options import resolve_options
 from .progress import NullReporter, _Events, _Stream
 from ._spawn import Worker
 from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
+from .warm import warm_for_drivers
 from .workers import run_drivers
 
 SEARCH_PHASES = (Phase.generate,)  # no Phase.target: see fire.py
@@ -285,6 +286,7 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
 
     budgets = [max_examples // workers + (1 if i < max_examples % workers else 0) for i in range(workers)]
     budgets = [b for b in budgets if b > 0]
+    quietly("generator", warm_for_drivers, "aten" if opts["dynamic"] or opts["ir"] == "torch" else opts["ir"])
     avoid, generator_crashes = [], []
     while True:
         founds, crashed, interrupted = run_drivers(len(budgets), budgets, search, on_example, on_found, avoid,
