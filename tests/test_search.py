@@ -372,8 +372,9 @@ def test_examples_are_the_generated_graphs_and_shrinking_runs_are_counted_apart(
         gm.recompile()
         return gm
 
-    # seed 1: its two counterexamples shrink in 160 runs (seed 0's in 579: 18 s of CPU)
-    result = verify(negate_every_output, seed=1, max_examples=40, focus="none", repro_dir=None)
+    # seed 5: its two counterexamples (values, aliasing; first at example 8) shrink in 69 runs, 1.5 s of
+    # CPU (seed 1's in 160, 3.3 s; seed 0's in 579, 18 s; 2-core AMD EPYC)
+    result = verify(negate_every_output, seed=5, max_examples=40, focus="none", repro_dir=None)
     assert not result.ok and result.shrink_runs > 0
     # minimal failures are replayed once more at the end, as neither example nor shrinking run: one
     # replay per violation before issue 15; since then seed 0 gave two violations (values,
@@ -583,8 +584,9 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     assert result.ok and not result.vacuous and result.examples == 40
     assert result.focus["unfocused_after"] == {"examples": 40, "changed": 0}
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("ops"))
-    named = verify(_negs_to_muls, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
-    assert named.vacuous and named.examples == 40 and "unfocused_after" not in named.focus
+    # 20 graphs: a named focus is searched as given, whatever the budget (none of them holds a neg)
+    named = verify(_negs_to_muls, seed=0, max_examples=20, repro_dir=None, device="cpu", shrink=False)
+    assert named.vacuous and named.examples == 20 and "unfocused_after" not in named.focus
 
 
 def test_every_row_the_cpu_runs_gets_its_probe_graphs():
