@@ -19,11 +19,12 @@ PYTEST_FLAGS = -q -p no:cacheprovider --dist worksteal --hypothesis-profile=$(PR
 NUMERICS := tests/test_pointwise_table.py tests/test_pointwise_golden.py tests/test_pointwise.py \
 	tests/test_specials.py tests/test_verify.py conformance/suite/test_pointwise_lowering.py
 CAPABILITIES ?= default avx2
-# The capabilities among its arguments that this CPU has and this process does not already use.
-export OTHER_CAPABILITIES = import sys, torch; \
+# The capabilities among its arguments that this CPU has, in order: make test runs under the last
+# of them and the numerics tests again under each other one (on x86: all of it under avx2, the
+# numerics again under default, the same on an AVX-512 or an AVX2 machine; without AVX2: default).
+export HELD_CAPABILITIES = import sys, torch; \
 	has = {"default": True, "avx2": torch.cpu._is_avx2_supported(), "avx512": torch.cpu._is_avx512_supported()}; \
-	now = torch.backends.cpu.get_cpu_capability().lower(); \
-	print(" ".join(c for c in sys.argv[1:] if has.get(c) and c != now))
+	print(" ".join(c for c in sys.argv[1:] if has.get(c)))
 
 NIGHTLY_PROFILE ?= nightly
 NIGHTLY_DIR := reports/nightly
@@ -51,15 +52,20 @@ $(STAMP): $(VPY) pyproject.toml
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and
 # the docstring examples of the three packages (DOCTESTED), in one run under the small,
-# derandomized `ci` profile, on WORKERS processes (pytest-xdist). Then the numerics tests again
-# under each CPU capability in CAPABILITIES that is not this machine's own, so that no expected
-# value holds on one CPU only. Wider sweeps of the same properties (more seeds; the cases beyond an
-# even spread of them, conformance/suite/_tiers.py) are marked `sweep`: `make sweep`, `make nightly`.
+# derandomized `ci` profile, on WORKERS processes (pytest-xdist), under the last capability of
+# CAPABILITIES this CPU has; then the numerics tests again under each other one, so that no
+# expected value holds on one CPU only (and a run means the same on AMD and Intel, AVX2 or AVX-512).
+# Wider sweeps of the same properties (more seeds; the cases beyond an even spread of them,
+# conformance/suite/_tiers.py) are marked `sweep`: `make sweep`, `make nightly`.
 DOCTESTED := strategies reference_lowering $(wildcard conformance/*.py) conformance/symbolic
 test: $(STAMP)
-	$(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) -n $(WORKERS) -m "not sweep" \
-		--benchmark-disable --doctest-modules -W ignore::hypothesis.errors.NonInteractiveExampleWarning
-	@for cap in $$($(VPY) -c "$$OTHER_CAPABILITIES" $(CAPABILITIES)); do \
+	@caps="$$($(VPY) -c "$$HELD_CAPABILITIES" $(CAPABILITIES))"; main="$${caps##* }"; \
+	echo "make test under ATEN_CPU_CAPABILITY=$${main:-(this CPU's own)}"; \
+	env $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) \
+		-n $(WORKERS) -m "not sweep" --benchmark-disable --doctest-modules \
+		-W ignore::hypothesis.errors.NonInteractiveExampleWarning || exit 1; \
+	for cap in $$caps; do \
+		[ "$$cap" = "$$main" ] && continue; \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
 		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) --benchmark-disable \
 			|| exit 1; \
