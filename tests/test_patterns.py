@@ -50,20 +50,21 @@ def test_pattern_bug_is_caught(name, seed):
     assert result.examples <= 200 and result.changed >= 1
 
 
-# make test's twins search 60 graphs: at seed 0 the three it runs changed 13, 44 and 9 of 60 (cast_round_trip,
-# integral_scalar, repair_first; cast_round_trip changed 24 of 80, 5 of 50, 2 of 30), every twin quiet
-# (measured, 2-core AMD EPYC, torch 2.13.0+cpu). make sweep searches the default 200 at every seed, seed 0 too.
-TWIN_BUDGET = 60
+# make test's twins search the fewest graphs where each still fires past the threshold of 3 at seed 0
+# (measured, 2-core AMD EPYC, torch 2.13.0+cpu; every twin quiet): cast_round_trip 60 (it changed 13 of
+# 60, 5 of 50, 2 of 30), integral_scalar 15 (11 of 15, 44 of 60), repair_first 30 (5 of 30, 9 of 60, 1 of
+# 20). make sweep searches the default 200 at every seed, seed 0 too.
+TWIN_BUDGET = {"cast_round_trip": 60, "integral_scalar": 15, "repair_first": 30}
 
 
 def _twin_params():
-    """``(name, seed, budget)``: three twins (evenly spread) at seed 0 on ``TWIN_BUDGET`` graphs run
+    """``(name, seed, budget)``: three twins (evenly spread) at seed 0 on ``TWIN_BUDGET[name]`` graphs run
     everywhere; every twin at every seed on 200 graphs is ``sweep``."""
     out = []
     for p in spread_over_seeds(sorted(PATTERNS), 3, range(6)):
         name, seed = p.values
         if not p.marks:
-            out.append(pytest.param(name, seed, TWIN_BUDGET, id=f"{p.id}-{TWIN_BUDGET}"))
+            out.append(pytest.param(name, seed, TWIN_BUDGET[name], id=f"{p.id}-{TWIN_BUDGET[name]}"))
         out.append(pytest.param(name, seed, 200, id=p.id, marks=pytest.mark.sweep))
     return out
 
