@@ -187,7 +187,9 @@ def test_a_pass_that_reorders_or_drops_a_draw_is_caught(bad):
 
 
 def test_large_sizes_draw_tensors_of_4096_to_65536_elements_and_wide_matmuls():
-    cases = _cases(graphs(sizes="large", ops=["aten.mm", "aten.add.Tensor", "aten.relu"]), 40)
+    # 20 large draws (were 40) hold 6 inputs of 4096-65536 elements and 3 mm dims over 64 at seed 0 (15
+    # draws hold as many; measured, 2-core AMD EPYC); the small-size bound keeps its 40 plain draws
+    cases = _cases(graphs(sizes="large", ops=["aten.mm", "aten.add.Tensor", "aten.relu"]), 20)
     numels = [t.numel() for c in cases for t in c.example_inputs]
     assert any(4096 <= n <= 65536 for n in numels)
     dims = [d for c in cases for n in c.gm.graph.nodes if n.target is aten.mm.default for d in n.meta["val"].shape]
