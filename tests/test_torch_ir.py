@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
-from hypothesis import HealthCheck, Phase, find, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from torch.fx.experimental.normalize import NormalizeArgs
 from torch.fx.experimental.optimization import fuse, matches_module_pattern, replace_node_module
 from torch.nn.utils.fusion import fuse_conv_bn_weights
@@ -232,9 +232,24 @@ def test_a_fold_that_ignores_running_mean_is_caught_and_shrinks_to_the_pair():
         verdict = check(fuse_ignoring_running_mean, case.gm, case.fresh_inputs(), properties=["values"])
         return any(v.property == "values" for v in verdict.violations)
 
-    # Generate and shrink only: the explain phase would rerun check a few hundred times more.
-    only = settings(max_examples=100, derandomize=True, phases=[Phase.generate, Phase.shrink], **_QUIET)
-    case = find(torch_graph_cases(), wrong_values, settings=only)
+    # Generate and shrink only: the explain phase would rerun check a few hundred times more. A fixed
+    # seed, not find()'s derandomized one (the same for every find(): the bug at call 38, 221 calls in
+    # all, 10 s of CPU on the 2-core AMD EPYC): seed 12 meets it in the first graph and shrinks it to
+    # the pair in 113 calls (4 s); of seeds 0-70, those that meet it by the 2nd graph took 113-720 calls.
+    # Hypothesis replays the minimal failing graph last, so the last graph caught is the shrunk one.
+    caught = []
+
+    @seed(12)
+    @settings(max_examples=100, phases=[Phase.generate, Phase.shrink], **_QUIET)
+    @given(torch_graph_cases())
+    def search(case):
+        if wrong_values(case):
+            caught.append(case)
+            raise AssertionError("values differ")
+
+    with pytest.raises(AssertionError, match="values differ"):
+        search()
+    case = caught[-1]
     kinds = [type(case.gm.get_submodule(n.target)) for n in _op_nodes(case.gm) if n.op == "call_module"]
     assert len(_op_nodes(case.gm)) <= 3 and any(k in (nn.Conv1d, nn.Conv2d) for k in kinds), case
 
