@@ -268,7 +268,9 @@ def test_a_seed_draws_the_same_graphs_whatever_else_is_imported(tmp_path):
 
     One fresh process draws, imports, and draws again: Hypothesis mines the pool anew whenever
     ``sys.modules`` grew, so without the pin the two draws differ (measured: unpinning in the script
-    gives two hashes). Not this process: pytest has imported those modules already."""
+    gives two hashes). Not this process: pytest has imported those modules already. Ten graphs a draw:
+    unpinned, 5, 10 and 20 graphs each gave two hashes (measured on the 2-core AMD EPYC; the process
+    spends about 4 s of its 4.5 importing torch and warming up, 40 graphs a draw took 5.5 s)."""
     import subprocess
     import sys
 
@@ -278,7 +280,7 @@ def test_a_seed_draws_the_same_graphs_whatever_else_is_imported(tmp_path):
         "from strategies import graphs\n"
         "def draw():\n"
         "    codes = []\n"
-        "    @settings(max_examples=40, database=None, phases=[Phase.generate], deadline=None,\n"
+        "    @settings(max_examples=10, database=None, phases=[Phase.generate], deadline=None,\n"
         "              suppress_health_check=list(HealthCheck))\n"
         "    @seed(0)\n"
         "    @given(graphs(special_values=True))\n"
