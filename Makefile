@@ -45,9 +45,9 @@ $(VPY):
 		$(PYTHON) -m venv $(VENV); \
 	fi
 
+# One pip run: torch (where the venv has none) and the project resolved and installed together.
 $(STAMP): $(VPY) pyproject.toml
-	@$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install --quiet $(PIP_FLAGS) "torch==2.13.0"
-	$(VPY) -m pip install --quiet $(PIP_FLAGS) -e .
+	$(VPY) -m pip install --quiet $(PIP_FLAGS) $$($(VPY) -c "import torch" 2>/dev/null || echo "torch==2.13.0") -e .
 	@touch $(STAMP)
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and
