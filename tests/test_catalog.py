@@ -71,7 +71,7 @@ def _dtype_cases():
                                marks=() if k == j % len(dtypes) else (pytest.mark.sweep,))
 
 
-@pytest.mark.parametrize("row, dtype", _dtype_cases())
+@pytest.mark.parametrize("row, dtype", list(_dtype_cases()))
 def test_every_listed_dtype_really_runs(row, dtype):
     """Each (op, dtype) the table lists is drawable, so it runs in eager (every node is run while drawn)."""
     drawn = dtype if dtype in ALL_DTYPES else torch.float32  # int8 and uint8 come from quantize
