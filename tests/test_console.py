@@ -30,7 +30,7 @@ def test_terminal_gets_a_progress_bar_and_a_table(tmp_path):
     out = _Terminal()
     # Drawn rich in abs, the op the bug rewrites, and unshrunk: the bar and the table are what is shown
     # here (caught at graph 4; discovery and shrinking took 7.9 s of CPU on a 2-core AMD EPYC, this 0.2 s)
-    result = verify(_negate_abs, max_examples=30, seed=0, focus=["aten.abs.default"], shrink=False,
+    result = verify(_negate_abs, max_examples=30, seed=0, device="cpu", focus=["aten.abs.default"], shrink=False,
                     repro_dir=str(tmp_path), reporter=ConsoleReporter(out))
     raw = out.getvalue()
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
@@ -43,7 +43,8 @@ def test_terminal_gets_a_progress_bar_and_a_table(tmp_path):
 
 def test_a_pipe_gets_plain_lines(tmp_path):
     out = io.StringIO()
-    verify(lambda gm: gm, max_examples=8, seed=0, focus="none", repro_dir=str(tmp_path), reporter=ConsoleReporter(out))
+    verify(lambda gm: gm, max_examples=8, seed=0, device="cpu", focus="none", repro_dir=str(tmp_path),
+           reporter=ConsoleReporter(out))
     text = out.getvalue()
     assert "\x1b[" not in text and "checking graphs" not in text
     assert "8/8 graphs checked" in text and "the pass changed 0 of 8 graphs (0%)" in text

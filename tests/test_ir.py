@@ -251,11 +251,12 @@ def drop_epilogue(gm):
 
 
 def test_a_pass_is_judged_on_the_ir_it_was_drawn_in_and_the_verdict_names_it(warm_tracer):
-    result = verify(drop_epilogue, ir="post-grad", graphs="mutating", max_examples=30, seed=0, focus="none",
+    result = verify(drop_epilogue, ir="post-grad", graphs="mutating", max_examples=30, seed=0, device="cpu",
+                    focus="none",
                     shrink=False, repro_dir=None)  # caught at example 7; shrinking traces each candidate anew
     assert [v.property for v in result.violations] == ["mutations"] and result.options["ir"] == "post-grad"
     assert "post-grad graphs" in result.graphs_text
-    clean = verify(drop_epilogue, ir="post-grad", max_examples=20, seed=0, focus="none", repro_dir=None)
+    clean = verify(drop_epilogue, ir="post-grad", max_examples=20, seed=0, device="cpu", focus="none", repro_dir=None)
     assert clean.ok and clean.vacuous and "post-grad graphs" in clean.vacuous_text  # functional: no epilogue
 
 
@@ -268,7 +269,7 @@ def needs_signature(gm, graph_signature):
 
 def test_an_export_pass_gets_the_graphs_signature(warm_tracer):
     assert load_pass(needs_signature).form == "gm-signature"
-    result = verify(needs_signature, ir="export", max_examples=4, seed=0, focus="none", repro_dir=None)
+    result = verify(needs_signature, ir="export", max_examples=4, seed=0, device="cpu", focus="none", repro_dir=None)
     assert result.ok and result.examples == 4
     case = _draw("aten", False, 1)[0]
     with pytest.raises(UsageError, match="--ir export"):
@@ -306,9 +307,10 @@ def test_a_pass_whose_ops_the_ir_decomposed_away_is_told_so(warm_tracer):
     from conformance._console import fire_line
 
     result = verify(reshape_to_view, ir="export-module", focus="aten.reshape.default", max_examples=5, seed=0,
+                    device="cpu",
                     repro_dir=None)
     assert result.ok and result.focus["graphs_holding"] == 0
     assert "none of the 5 export-module graphs held aten.reshape.default" in fire_line(result)
     assert "export-module tracing decomposes them away" in fire_line(result)
-    held = verify(reshape_to_view, focus="aten.reshape.default", max_examples=5, seed=0, repro_dir=None)
+    held = verify(reshape_to_view, focus="aten.reshape.default", max_examples=5, seed=0, device="cpu", repro_dir=None)
     assert held.focus["graphs_holding"] > 0 and "none of the" not in fire_line(held)

@@ -150,20 +150,23 @@ def test_the_grad_searches_catch_the_planted_passes_and_pass_correct_ones():
     example 7, its blind search changing 21 of 30 graphs and seeing nothing)."""
     focus = {drop_detach: "aten.detach.default", detach_outputs: "aten.detach.default", freeze_parameters: "none"}
     for planted, prop in ((drop_detach, "values"), (detach_outputs, "values"), (freeze_parameters, "values")):
-        found = verify(planted, requires_grad=True, max_examples=200, seed=0, repro_dir=None, shrink=False,
+        found = verify(planted, requires_grad=True, max_examples=200, seed=0, device="cpu", repro_dir=None,
+                       shrink=False,
                        focus=focus[planted])
         assert [v.property for v in found.violations] == [prop], (planted.__name__, found.violations)
         # without grad the same search cannot see the grad state: the option is what makes it observable
         # (detach_outputs is still caught, by identity: it detaches an input returned as an output too)
-        blind = verify(planted, max_examples=30, seed=0, repro_dir=None, shrink=False, focus=focus[planted])
+        blind = verify(planted, max_examples=30, seed=0, device="cpu", repro_dir=None, shrink=False,
+                       focus=focus[planted])
         assert [v.property for v in blind.violations] == (["aliasing"] if planted is detach_outputs else []), \
             (planted.__name__, blind.violations)
         # a blind search that saw nothing says something only where the pass acted; without grad,
         # constants are buffers, not Parameters: freeze_parameters has nothing to act on
         assert (blind.changed == 0) if planted is freeze_parameters else (blind.changed > 0), \
             (planted.__name__, blind.changed)
-    assert verify(identity, requires_grad=True, max_examples=30, seed=0, repro_dir=None, focus="none").ok
-    returned = verify(alias_returned_inputs, max_examples=200, seed=0, repro_dir=None, shrink=False, focus="none")
+    assert verify(identity, requires_grad=True, max_examples=30, seed=0, device="cpu", repro_dir=None, focus="none").ok
+    returned = verify(alias_returned_inputs, max_examples=200, seed=0, device="cpu", repro_dir=None, shrink=False,
+                      focus="none")
     assert [v.property for v in returned.violations] == ["aliasing"]
 
 

@@ -166,10 +166,12 @@ ABS = "aten.abs.default"
 
 def test_workers_split_the_budget_and_merge_findings(tmp_path):
     # the identity names no op: unfocused (discovery would probe it 1000 times for nothing)
-    ok = verify("tests.passes.correct:identity", workers=2, max_examples=20, seed=3, repro_dir=None, focus="none")
+    ok = verify("tests.passes.correct:identity", workers=2, max_examples=20, seed=3, device="cpu", repro_dir=None,
+                focus="none")
     assert ok.ok and ok.examples == 20 and ok.properties["values"].checked == 20
     # as found (at example 1): what this checks is the drivers' findings merged, not shrunk
-    bad = verify(_abs_to_neg, workers=2, max_examples=60, seed=3, repro_dir=str(tmp_path), shrink=False, focus=ABS)
+    bad = verify(_abs_to_neg, workers=2, max_examples=60, seed=3, device="cpu", repro_dir=str(tmp_path),
+                 shrink=False, focus=ABS)
     assert [v.property for v in bad.violations] == ["values"]
     assert os.path.exists(bad.violations[0].repro_path)
 
@@ -177,10 +179,10 @@ def test_workers_split_the_budget_and_merge_findings(tmp_path):
 def test_no_shrink_reports_the_first_counterexample_as_found(tmp_path):
     """shrink=False (--no-shrink): the search stops at the first counterexample (plus its final replay)."""
     # seed 15: found at example 2, shrunk in 67 runs from 12 lines to 2 (seed 3: 191 runs, 2.8 s of CPU)
-    fast = verify(_abs_to_neg, max_examples=60, seed=15, shrink=False, repro_dir=str(tmp_path), focus=ABS)
+    fast = verify(_abs_to_neg, max_examples=60, seed=15, device="cpu", shrink=False, repro_dir=str(tmp_path), focus=ABS)
     assert [v.property for v in fast.violations] == ["values"] and fast.options["shrink"] is False
     assert fast.examples == fast.violations[0].example and fast.shrink_runs == 0
-    shrunk = verify(_abs_to_neg, max_examples=60, seed=15, repro_dir=None, focus=ABS)
+    shrunk = verify(_abs_to_neg, max_examples=60, seed=15, device="cpu", repro_dir=None, focus=ABS)
     assert shrunk.shrink_runs > 0 and shrunk.violations[0].example == fast.violations[0].example
     assert shrunk.violations[0].graph_before.count("\n") <= fast.violations[0].graph_before.count("\n")
 
@@ -188,14 +190,15 @@ def test_no_shrink_reports_the_first_counterexample_as_found(tmp_path):
 def test_known_violations_are_recorded_and_the_search_goes_on_past_them():
     """verify(known=): an accepted violation (a finding already filed) no longer ends the search, so
     a second bug behind it is still found; without known= the first one ends it."""
-    first = verify(_abs_to_neg, max_examples=30, seed=3, shrink=False, repro_dir=None, focus=ABS)  # at example 3
+    first = verify(_abs_to_neg, max_examples=30, seed=3, device="cpu", shrink=False, repro_dir=None,
+                   focus=ABS)  # at example 3
     assert not first.ok and first.examples < 30
-    known = verify(_abs_to_neg, max_examples=30, seed=3, shrink=False, repro_dir=None, focus=ABS,
+    known = verify(_abs_to_neg, max_examples=30, seed=3, device="cpu", shrink=False, repro_dir=None, focus=ABS,
                    known=lambda v: v.property == "values" and "differ" in v.message)
     assert known.ok and known.examples == 30 and known.known
     assert all(v.property == "values" for v in known.known)
     # a known predicate that accepts nothing changes nothing
-    assert not verify(_abs_to_neg, max_examples=30, seed=3, shrink=False, repro_dir=None, focus=ABS,
+    assert not verify(_abs_to_neg, max_examples=30, seed=3, device="cpu", shrink=False, repro_dir=None, focus=ABS,
                       known=lambda v: False).ok
 
 
