@@ -60,8 +60,11 @@ def compile_all(targets, planted: bool, spread: int = 0) -> dict:
     """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once.
     ``spread`` N: the golden and planted cases for every target, one op table case in N (the first,
     then every Nth: rows and dtypes alike), each for one target in turn, so every target sees every
-    kind of kernel; 0: every case for every target."""
+    kind of kernel, and each golden kernel's SASS listed (``cuobjdump -sass``, 0.33 s a kernel) for one
+    NVIDIA target in turn; 0: every case for every target, every golden kernel listed for each."""
     table = list(table_cases())[::spread or 1]
+    nvidia = [t for t in targets if TARGETS[t][0] == "cuda"]
+    listed = [0]  # golden kernels so far: the next is listed for nvidia[listed % len(nvidia)]
     cases = [*((c, targets) for c in golden_cases()),
              *((c, [targets[k % len(targets)]] if spread else targets) for k, c in enumerate(table)),
              *((c, targets) for c in (planted_cases() if planted else ()))]
@@ -79,11 +82,14 @@ def compile_all(targets, planted: bool, spread: int = 0) -> dict:
             common = {"case": case, "trig": "tl.sin(" in kernel.source or "tl.cos(" in kernel.source,
                       "element_bits": [d.itemsize * 8 for d in (*kernel.code.in_dtypes,
                                                           *(d for _, _, d in kernel.code.outputs))]}
+            golden = case.startswith("golden/")
+            lister = nvidia[listed[0] % len(nvidia)] if golden and spread and nvidia else None
+            listed[0] += golden
             for target in case_targets:
                 start = time.perf_counter()
                 try:
-                    figures = compile_for_target(kernel, target, values, disassemble=case.startswith("golden/")
-                                                 and TARGETS[target][0] == "cuda")
+                    figures = compile_for_target(kernel, target, values, disassemble=golden and target in nvidia
+                                                 and lister in (None, target))
                     row = {**common, **figures.as_dict(),
                            "expected_elements": list(expected_elements(kernel.code, TARGETS[target][2], values))}
                 except LoweringError as exc:

@@ -86,7 +86,8 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, 
     every golden and planted kernel for each target, and one op table case in 16 (rows and dtypes
     alike), each for one target in turn (one in four took 21 s of CPU in the compiling process on the
     2-core AMD EPYC, where every table case for one target took 39 s; one in eight, 29 s of the
-    test); in make sweep every case for every target."""
+    test), the golden kernels' SASS listed for sm_90 and sm_80 in turn (for both: 4.6 s more); in
+    make sweep every case for every target, every golden kernel listed for both."""
     results = compile_all(tmp_path, spread=spread)
     assert set(results) == set(TARGETS)
     bad, cases = [], set()
@@ -100,7 +101,7 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, 
         assert result["seconds"] < TOTAL_SECONDS, f"{len(rows)} kernels took {result['seconds']:.0f} s for {target}"
         listed = [(r["instructions"], r["listed"]) for r in rows if r.get("listed") is not None]
         if TARGETS[target][0] == "cuda":  # the count read off the cubin is what the disassembler lists
-            assert len(listed) >= 13 and all(a == b for a, b in listed), listed
+            assert len(listed) >= (13 if not spread else 6) and all(a == b for a, b in listed), listed
         planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
         assert planted["planted/wide_block"], f"{target}: a 65536-wide block was not flagged"
         assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), (target, planted)
