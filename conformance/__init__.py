@@ -21,7 +21,7 @@ from .profiles import PROFILES, register_profiles
 # no torch unless a run asks for fx-conformance.
 _LAZY = {"SIGNATURES": "adapters", "PassUnderTest": "adapters", "fake_mode_of": "adapters", "load_pass": "adapters",
          "CONTRACTS": "contracts", "register_contract": "contracts", "TOLERANCES": "oracle", "check": "checker",
-         "verify": "search"}
+         "verify": "search", "op_rule": "custom_ops", "custom_health": "custom_ops"}
 
 
 def __getattr__(name):
@@ -51,8 +51,10 @@ __all__ = [
     "VerifyResult",
     "Violation",
     "check",
+    "custom_health",
     "fake_mode_of",
     "load_pass",
+    "op_rule",
     "register_contract",
     "register_profiles",
     "verify",

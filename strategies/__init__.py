@@ -20,6 +20,8 @@ from ._graphs import SIZES, graphs
 from ._ir.convert import IRS, check_ir, ir_errors, to_ir
 from ._build.meta import attach_meta, shared_fake_mode
 from ._catalog.ops import OPS, rows_named
+from ._catalog.custom import CustomHealth, custom_health, op_rule
+from ._draw.custom_calls import CallDraw
 from ._draw.seeds import SeedGraph
 from ._dynamic.programs import DYNAMIC_FEATURES
 from ._dynamic.symshapes import SymbolicRun, SymbolicShapes, graph_symbolic_shapes, size_symbol, symbolic_value
@@ -29,6 +31,10 @@ from ._tensors import broadcastable_shapes, dtypes, scalars, shapes, special_flo
 
 __all__ = [
     "CATEGORIES",
+    "CallDraw",
+    "CustomHealth",
+    "custom_health",
+    "op_rule",
     "CHAINS",
     "DOMAINS",
     "DYNAMIC_FEATURES",

@@ -113,7 +113,7 @@ def test_focus_arguments_are_validated():
         Focus(ops=["aten.log"], scalars=("2",))
     with pytest.raises(InvalidArgument, match="share"):
         Focus(share=0)
-    with pytest.raises(InvalidArgument, match="not in the op catalog"):
+    with pytest.raises(InvalidArgument, match="neither in the op catalog nor a registered op"):
         graphs(focus=["aten.nope"])
 
 

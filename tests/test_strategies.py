@@ -230,7 +230,7 @@ def test_data_writes_outside_the_catalog_are_not_metadata_mutations():
         (dict(min_nodes=5, max_nodes=2), "min_nodes=5"),
         (dict(max_nodes=1000), "max_nodes=1000"),
         (dict(max_inputs=0, min_inputs=0), "max_inputs=0"),
-        (dict(ops=["aten.not_an_op.default"]), "'aten.not_an_op.default' is not in the op catalog"),
+        (dict(ops=["aten.not_an_op.default"]), "'aten.not_an_op.default' is neither in the op catalog nor a registered op"),
         (dict(ops=[]), "ops=[] is empty"),
         (dict(ops="aten.add.Tensor"), "ops='aten.add.Tensor' must be a list"),
         (dict(ops=["aten.add_.Tensor"]), "needs mutations=True"),

@@ -23,6 +23,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from .._catalog import vocabulary as C
+from .._catalog.custom import note_custom_call
 from .._tensors import Layout
 from .device import RNG_SEED, placed, rng_state, seeded, set_rng_state
 from .eager import (FIRST_RESULT_ONLY, RUN_TWICE, StepRejected, attempt, quiet_fake_log, run_eager, same_bits,
@@ -34,6 +35,17 @@ MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels ch
 MAX_NUMEL_LARGE = 1 << 18  # sizes="large": tensors of 4096-65536 elements, and what they compute
 INPUT, CONSTANT, TEMP = "input", "constant", "temp"
 set_grad_enabled = torch._C._set_grad_enabled
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """An argument of a user's op that is a buffer made for the call (``GraphBuilder.call_custom``):
+    ``empty`` of ``shape`` and ``dtype`` (an out buffer the op must write whole), or a ``clone`` of
+    ``source`` (a written argument that also holds values), as serving code allocates them."""
+
+    shape: tuple = ()
+    dtype: torch.dtype = torch.float32
+    source: object = None  # a Value: a clone of it; None: an empty
 
 
 @dataclass(eq=False)
@@ -123,6 +135,8 @@ class GraphBuilder:
         graphs either) and the node budget allows; the first getitem's Value is returned. ``check=False``: the result is not checked (``empty``,
         whose garbage the caller overwrites at once); ``pure=False``: never re-emitted as a duplicate.
         """
+        if spec is not None and spec.category == C.CUSTOM:
+            return self.call_custom(spec, args, kwargs)
         # factories carry device= as traced graphs do: the graph's device in the node, the device
         # the values live on (the same, but where a device is simulated) in the run
         real_args = _map_values(args, lambda v: v.tensor)
@@ -167,6 +181,91 @@ class GraphBuilder:
         # not merge), and its result may be an output.
         pure = pure and not inplace
         return self._add(Value(node, out, origin, pure=pure, call=(spec, args, kwargs)))
+
+    def call_custom(self, spec: C.OpSpec, args: tuple, kwargs: dict) -> Value | None:
+        """A user's op (``C.CUSTOM``): its ``Fresh`` buffers made (``empty``/``clone`` nodes before it),
+        the call tried twice on private copies of what it writes (for an ``empty`` buffer, once
+        zero-filled and once filled with ones: an op that leaves part of it unwritten differs), then
+        run for real and fake-checked. A call that raises, differs between its tries or disagrees
+        with its fake impl is rejected (the nodes made for it taken back) and counted against the op
+        (``custom_health``). Returns the first written buffer or the first result, for chaining."""
+        target = spec.overload
+        made: list = []
+        tried = [False]  # whether the op itself ran: rejections before it (no room) are the builder's
+        try:
+            value = self._call_custom(spec, target, args, kwargs, made, tried)
+        except StepRejected as exc:
+            for v in reversed(made):
+                self.remove_last(v)
+            if tried[0]:
+                note_custom_call(target, str(exc))
+            raise
+        note_custom_call(target, None)
+        return value
+
+    def _call_custom(self, spec, target, args, kwargs, made, tried) -> Value | None:
+        def materialise(obj):
+            if isinstance(obj, Fresh):
+                if self.n_calls + 2 > self.max_nodes:
+                    raise StepRejected("no room for the op's buffers")
+                if obj.source is None:
+                    v = self.call(None, torch.ops.aten.empty.memory_format, (list(obj.shape),), {"dtype": obj.dtype},
+                                  check=False, pure=False)
+                else:
+                    v = self.call(None, torch.ops.aten.clone.default, (obj.source,), {})
+                made.append(v)
+                return v
+            if isinstance(obj, (tuple, list)):
+                return type(obj)(materialise(o) for o in obj)
+            return obj
+
+        fresh_empty = {id(a) for a in (*args, *kwargs.values()) if isinstance(a, Fresh) and a.source is None}
+        named = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
+        empties = [name for name, a in named.items() if id(a) in fresh_empty]
+        args, kwargs = materialise(tuple(args)), {k: materialise(v) for k, v in kwargs.items()}
+        named = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
+        written = {a.name: named[a.name] for a in target._schema.arguments
+                   if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), Value)}
+        for name, v in written.items():
+            if not writable(v):
+                raise StepRejected(f"'{name}' is a constant or has overlapping memory")
+            for other_name, other in named.items():
+                if other_name != name and any(_shares_storage(o.tensor, v.tensor) for o in _flat_values(other)):
+                    raise StepRejected(f"'{other_name}' overlaps '{name}', which the op writes")
+        real_args = _map_values(args, lambda v: v.tensor)
+        real_kwargs = _map_values(kwargs, lambda v: v.tensor)
+        fakes = _map_tensors((real_args, real_kwargs), self.fake_of)  # before it writes
+        tries = []
+        tried[0] = True
+        for fill in (0, 1):  # two tries on private copies: a failed call leaves nothing half-written
+            copies = {name: _copy_strided(v.tensor) for name, v in written.items()}
+            for name in empties:
+                copies[name].fill_(fill)
+            swap = {id(v.tensor): copies[name] for name, v in written.items()}
+            out = _run_custom(target, _map_tensors(real_args, lambda t: swap.get(id(t), t)),
+                              _map_tensors(real_kwargs, lambda t: swap.get(id(t), t)))
+            tries.append((out, copies))
+        (out, first), (again, second) = tries
+        if not same_bits(out, again) or any(not same_bits(first[n], second[n]) for n in written):
+            unwritten = [n for n in empties if not same_bits(first[n], second[n])]
+            raise StepRejected(f"'{unwritten[0]}' is not written whole by the op" if unwritten
+                               else "gave two results on these values")
+        for t in (*(o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)),
+                  *first.values()):
+            self._check_result(t)
+        out = _run_custom(target, real_args, real_kwargs)
+        disagreement = self._fake_check(target, real_args, real_kwargs, fakes, out)
+        if disagreement:
+            raise StepRejected(note_disagreement(target, disagreement))
+        node = self.graph.call_function(target, _map_values(args, lambda v: v.node), _map_values(kwargs, lambda v: v.node))
+        self.n_calls += 1
+        first_value = next(iter(written.values()), None)
+        if isinstance(out, (tuple, list)):
+            return self._results(node, out, next(_flat_values(args), None), None) or first_value
+        if isinstance(out, torch.Tensor):
+            return self._add(Value(node, out, TEMP, pure=False, call=(spec, args, kwargs)))
+        node.meta["val"] = None
+        return first_value
 
     def _fake_check(self, target, args, kwargs, fakes, out) -> str | None:
         """``fake_disagrees`` for this call, remembered per op and operand metadata (what a fake
@@ -266,7 +365,8 @@ class GraphBuilder:
             raise StepRejected(f"result is {type(out).__name__}, not a tensor")
         if out.numel() > self.max_numel:
             raise StepRejected("result too large")
-        if not self.special_values and out.is_floating_point() and out.numel() and not torch.isfinite(out).all():
+        if not self.special_values and out.is_floating_point() and out.numel() and not torch.isfinite(
+                out if out.element_size() > 1 else out.float()).all():  # float8: isfinite has no kernel
             raise StepRejected("non-finite result without special values")
 
     def set_grad(self, enabled: bool) -> fx.Node:
@@ -384,6 +484,19 @@ def writable(value: Value, *, metadata: bool = False) -> bool:
     if value.origin == CONSTANT:
         return False
     return metadata or no_internal_overlap(value.tensor)
+
+
+def _run_custom(target, args, kwargs):
+    """A user's op in eager: whatever it raises is a rejected draw (its kernel says the call is
+    invalid), not only the errors torch's own kernels raise."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return run_eager(target, args, kwargs)
+    except StepRejected:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user kernel's refusal, whatever its type
+        raise StepRejected(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
 def _copy_strided(t: torch.Tensor) -> torch.Tensor:

@@ -144,7 +144,7 @@ def same_bits(a, b) -> bool:
         return False
     a, b = a.detach().contiguous(), b.detach().contiguous()
     if a.is_floating_point():
-        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
         a, b = a.view(view), b.view(view)
     return torch.equal(a, b)
 

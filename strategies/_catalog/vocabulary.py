@@ -24,8 +24,9 @@ INDEXING = "indexing"  # index, index_put, gather, scatter, embedding, slice/sel
 FACTORY = "factory"  # full, zeros, arange, empty then a full write, dtype views and conversions
 QUANT = "quant"  # quantize_per_tensor / dequantize_per_tensor (quantized_decomposed)
 RANDOM = "random"  # rand_like, native_dropout: drawn only with graphs(random=True)
+CUSTOM = "custom"  # a user's op (torch.ops.<lib>.<op>), drawn from its schema and its op_rule (custom.py)
 CATEGORIES = (POINTWISE, VIEW, REDUCTION, INPLACE, OTHER, MATMUL, CONV, NORM, ATTENTION, INDEXING, FACTORY,
-              QUANT, RANDOM)
+              QUANT, RANDOM, CUSTOM)
 
 # --- dtypes -----------------------------------------------------------------------------------
 # Order matters: the first entry is what a failing example shrinks towards.
@@ -96,9 +97,10 @@ STACK = "stack"  # tensors of one shape, a dim in [0, rank]
 EXPAND_AS = "expand_as"  # self, a tensor whose shape self broadcasts to
 FILL = "fill"  # a factory's size (or range) and fill value, and its dtype
 QUANTIZE = "quantize"  # input, scale, zero_point, quant_min, quant_max, dtype (and dequantize's int8 input)
+CUSTOM_CALL = "custom_call"  # every argument of a user's op, by its op_rule and then its schema
 CALL_KINDS = frozenset({MM, CONVOLUTION, POOL, LAYER_NORM, BATCH_NORM, GROUP_NORM, SDPA, INDEX, INDEX_PUT, GATHER,
                         SCATTER, SLICE_SCATTER, EMBEDDING, TOPK, STATS, SPLIT, PAD, REPEAT, ROLL, STACK, EXPAND_AS, FILL,
-                        QUANTIZE})
+                        QUANTIZE, CUSTOM_CALL})
 
 ARG_KINDS = frozenset(
     {

@@ -13,7 +13,7 @@ import torch
 from .._build.builder import Value
 from .._catalog import vocabulary as C
 from .._draws import choose, flag, integers
-from . import calls, compute_calls
+from . import calls, compute_calls, custom_calls
 from .args import SHAPE_RULES, rule_cat
 from .operands import DrawContext, operand, rule_scalar
 
@@ -122,5 +122,6 @@ CALL_RULES = {
     C.EXPAND_AS: calls.rule_expand_as,
     C.FILL: calls.rule_fill,
     C.QUANTIZE: calls.rule_quantize,
+    C.CUSTOM_CALL: custom_calls.rule_custom,
 }
 

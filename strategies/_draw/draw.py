@@ -26,6 +26,7 @@ from .._build.device import RNG_SEED, seeded
 from .._build.meta import shared_fake_mode
 from .._catalog import vocabulary as C
 from .._catalog.aims import aims_of
+from .._catalog.custom import custom_rows
 from .._catalog.ops import OPS, WEIGHTS, rows_named
 from .._draws import Weighted, choose, flag, integers, neutral_or_index
 from .._errors import InvalidArgument
@@ -48,7 +49,7 @@ from .seeds import seed_step
 # the rarer families gets them drawn far more often through its focus.
 _STEP_WEIGHTS = ((C.POINTWISE, 24), (C.VIEW, 10), (C.REDUCTION, 5), (C.OTHER, 5), ("duplicate", 5),
                  (C.INPLACE, 12), ("grad-region", 4), (C.MATMUL, 2), (C.CONV, 1), (C.NORM, 1), (C.ATTENTION, 1),
-                 (C.INDEXING, 1), (C.FACTORY, 1), (C.QUANT, 1), (C.RANDOM, 1))
+                 (C.INDEXING, 1), (C.FACTORY, 1), (C.QUANT, 1), (C.RANDOM, 1), (C.CUSTOM, 24))
 
 
 class _Config:
@@ -115,11 +116,13 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
         raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
     rows = []
     for item in ops:
-        named = rows_named(item)
+        named = rows_named(item) or custom_rows(item)
         if not named:
             raise InvalidArgument(
-                f"ops={list(ops)!r}: {item!r} is not in the op catalog; pass rows of strategies.OPS, "
-                f"their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor', or 'aten.add' for all)"
+                f"ops={list(ops)!r}: {item!r} is neither in the op catalog nor a registered op; pass rows of "
+                f"strategies.OPS, their overloads (torch.ops.aten.add.Tensor) or names ('aten.add.Tensor', or "
+                f"'aten.add' for all), or your own ops (torch.ops.mylib.rms_norm.default, 'mylib::rms_norm', "
+                f"or a namespace, 'mylib')"
             )
         for row in named:
             if row.category == C.INPLACE and not mutations:
@@ -131,6 +134,8 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
         rows += named
     if not rows:
         raise InvalidArgument(f"ops={ops!r} is empty; pass at least one op or leave ops=None")
+    if all(row.category == C.CUSTOM for row in rows):  # a user's ops are drawn among the catalog's
+        rows = [*_resolve_ops(None, views, mutations, random), *rows]
     return tuple(dict.fromkeys(rows))
 
 
@@ -200,7 +205,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
                                max_nodes=cfg.max_nodes, max_numel=MAX_NUMEL_LARGE if cfg.large else MAX_NUMEL,
                                device=cfg.device, run_device=cfg.run_device, support=cfg.support)
         ctx = DrawContext(builder, cfg.dtypes, cfg.shapes, cfg.max_inputs, cfg.constants, cfg.special_values,
-                          max_nodes=cfg.max_nodes, large=cfg.large)
+                          max_nodes=cfg.max_nodes, large=cfg.large, mutations=cfg.mutations)
         if cfg.focus is not None:
             i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
             if i is None or i < 100 * cfg.focus.share:

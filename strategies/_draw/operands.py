@@ -45,6 +45,7 @@ class DrawContext:
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_draw/seeds.py)
     max_nodes: int = 64
     large: bool = False  # sizes="large": some leaves of 4096-65536 elements, matmul dims over 64
+    mutations: bool = False  # graphs(mutations=True): a user op may write an existing value
 
     @property
     def max_numel(self) -> int:

@@ -21,6 +21,7 @@ import torch
 
 from .._build.device import has_kernel, op_name, signature
 from .._catalog.ops import OPS
+from .._catalog import vocabulary as C
 from .._catalog.vocabulary import MASK
 
 
@@ -66,6 +67,8 @@ class DeviceSupport:
     rows: frozenset | None = None  # names of the rows the device has kernels for (None: every row)
 
     def runs_row(self, row) -> bool:
+        if row.category == C.CUSTOM:  # a user's op says itself what it runs (its calls are tried)
+            return True
         return (self.rows is None or row.name in self.rows) and bool(self.dtypes_of(row))
 
     def dtypes_of(self, row) -> frozenset:

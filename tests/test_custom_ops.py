@@ -1,0 +1,168 @@
+"""A user's own ops in drawn graphs (issue 35, item 1): ``graphs(ops=[...])`` with ops outside the
+catalog, drawn from their schemas and ``op_rule``s, the op deciding which draws are valid.
+
+The ops are the example library's (examples/mylib_ops.py, its rules in examples/mylib_rules.py) and
+a few planted here under ``fxc_test`` (an op that leaves its out buffer half-written, one whose kernel
+refuses a weight of the wrong rank). Graphs are drawn on the CPU: the example kernels are CPU kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+import strategies
+from strategies import InvalidArgument, custom_health, graphs, op_rule
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import mylib_rules  # noqa: E402,F401 - registers torch.ops.mylib and its rules
+
+mylib = torch.ops.mylib
+
+
+@torch.library.custom_op("fxc_test::half_write", mutates_args=("result",))
+def _half_write(result: torch.Tensor, input: torch.Tensor) -> None:
+    flat = result.view(-1)
+    flat[: flat.numel() // 2 + 1].copy_(input.reshape(-1)[: flat.numel() // 2 + 1])
+
+
+@_half_write.register_fake
+def _(result, input) -> None:
+    return None
+
+
+@op_rule(torch.ops.fxc_test.half_write)
+def _(call):
+    x = call.tensor("input", fits=lambda s: len(s) == 1 and s[0] >= 2)
+    call.out("result", like=x)
+
+
+@torch.library.custom_op("fxc_test::scale_rows", mutates_args=())
+def _scale_rows(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    if weight.dim() != 1:
+        raise ValueError(f"weight must be 1-D, got {weight.dim()}-D")
+    return input * weight
+
+
+@_scale_rows.register_fake
+def _(input, weight):
+    if weight.dim() != 1:
+        raise ValueError(f"weight must be 1-D, got {weight.dim()}-D")
+    return torch.empty_like(input * weight)
+
+
+def _draw(strategy, n: int, seed_value: int = 0) -> list:
+    cases = []
+
+    @settings(max_examples=n, database=None, deadline=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @seed(seed_value)
+    @given(strategy)
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+def _calls_of(case, namespace: str) -> list:
+    return [n for n in case.gm.graph.nodes if n.op == "call_function" and str(n.target).startswith(f"{namespace}.")]
+
+
+def test_drawn_graphs_hold_the_users_ops_among_the_catalogs_and_run_as_drawn():
+    """Every op of the namespace is drawn, mixed with catalog ops, and each graph runs to the same
+    bits twice (an out buffer is written whole, so its empty's garbage never shows)."""
+    cases = _draw(graphs(ops=["mylib"], max_nodes=6, device="cpu"), 80)
+    holding = [c for c in cases if _calls_of(c, "mylib")]
+    assert len(holding) >= 20, len(holding)
+    drawn = {str(n.target) for c in holding for n in _calls_of(c, "mylib")}
+    assert drawn >= {"mylib.rms_norm.default", "mylib.silu_and_mul.default", "mylib.static_scaled_fp8_quant.default",
+                     "mylib.fused_add_rms_norm.default"}, drawn
+    assert any(n.op == "call_function" and n.target.namespace == "aten"  # mixed with the catalog's ops
+               for c in holding for n in c.gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload))
+    for case in holding:
+        first, second = case.gm(*case.fresh_inputs()), case.gm(*case.fresh_inputs())
+        assert all(strategies._build.eager.same_bits(a, b) for a, b in zip(first, second)), case.gm.code
+    # the rules hold: rms_norm's weight is the input's last dim, its result an empty of the input's shape
+    for case in holding:
+        for node in _calls_of(case, "mylib"):
+            if node.target is mylib.rms_norm.default:
+                result, x, weight = (a.meta["val"] for a in node.args[:3])
+                assert node.args[0].target is torch.ops.aten.empty.memory_format
+                assert tuple(weight.shape) == tuple(x.shape[-1:]) and result.shape == x.shape
+            if node.target is mylib.static_scaled_fp8_quant.default:
+                assert node.args[0].meta["val"].dtype == torch.float8_e4m3fn
+    health = custom_health()
+    assert all(health[name].ran > 0 for name in drawn)
+
+
+def test_ops_are_named_as_the_catalogs_are_and_an_unknown_one_is_a_clear_error():
+    rows = strategies._catalog.custom.custom_rows
+    assert rows("mylib::rms_norm") == rows(mylib.rms_norm) == rows("mylib.rms_norm.default") \
+        == rows(mylib.rms_norm.default)
+    assert {r.name for r in rows("mylib")} >= {"mylib.rms_norm.default", "mylib.fused_add_rms_norm.default"}
+    assert rows("aten.add.Tensor") == () and rows(torch.ops.aten.add.Tensor) == ()  # the catalog's, not a user's
+    with pytest.raises(InvalidArgument, match="neither in the op catalog nor a registered op.*mylib::rms_norm"):
+        graphs(ops=["mylib::no_such_op"]).example()
+    # only user ops: drawn among the whole catalog; with catalog ops: among those
+    only = strategies._draw.draw._resolve_ops([mylib.rms_norm.default], views=True, mutations=False)
+    assert len(only) > 100 and only[-1].overload is mylib.rms_norm.default
+    some = strategies._draw.draw._resolve_ops(["aten.relu.default", mylib.rms_norm.default], views=True, mutations=False)
+    assert [r.name for r in some] == ["aten.relu.default", "mylib.rms_norm.default"]
+
+
+def test_an_out_buffer_the_op_leaves_partly_unwritten_is_never_drawn():
+    """The op's two tries fill its empty buffer with zeros and with ones: what it did not write
+    differs, so the call is rejected and counted against the op, naming the buffer."""
+    cases = _draw(graphs(ops=[torch.ops.fxc_test.half_write.default], max_nodes=4, device="cpu"), 40)
+    assert not any(_calls_of(c, "fxc_test") for c in cases)
+    health = custom_health()["fxc_test.half_write.default"]
+    assert health.tried > 0 and health.ran == 0
+    assert health.failed.most_common(1)[0][0] == "result"
+    assert "'result' is not written whole" in health.line("fxc_test.half_write.default")
+
+
+def test_a_call_the_kernel_refuses_is_rejected_and_the_health_line_names_the_argument():
+    """Without a rule the schema draws ``weight`` broadcasting with ``input``, of any rank: the op
+    refuses the 2-D ones, the 1-D ones run."""
+    cases = _draw(graphs(ops=[torch.ops.fxc_test.scale_rows.default], max_nodes=4, device="cpu"), 60)
+    ran = [n for c in cases for n in _calls_of(c, "fxc_test")]
+    assert ran and all(n.args[1].meta["val"].dim() == 1 for n in ran)
+    health = custom_health()["fxc_test.scale_rows.default"]
+    assert health.failed["weight"] > 0 and "weight must be 1-D" in health.example["weight"]
+    assert health.line("fxc_test.scale_rows.default").startswith(
+        f"fxc_test.scale_rows.default: {health.ran} of {health.tried} drawn calls ran; ")
+
+
+def test_post_grad_graphs_hold_the_users_mutating_ops_as_auto_functionalized_v2():
+    """AOTAutograd functionalizes an out-variant call as vLLM's passes see it: an
+    ``auto_functionalized_v2`` node over the op, its written buffer among ``_all_bases``."""
+    cases = _draw(graphs(ops=["mylib"], max_nodes=6, ir="post-grad", device="cpu"), 40)
+    hops = [n for c in cases for n in c.gm.graph.nodes
+            if n.target is torch.ops.higher_order.auto_functionalized_v2]
+    assert hops, "no auto_functionalized_v2 node in 40 post-grad graphs"
+    assert all(str(n.args[0]).startswith("mylib.") and "_all_bases" in n.kwargs for n in hops)
+    assert not any(_calls_of(c, "mylib") for c in cases)  # no mutating call is left bare
+
+
+def test_an_op_rule_that_names_an_argument_the_schema_lacks_is_reported_against_the_op():
+    @torch.library.custom_op("fxc_test::plain", mutates_args=())
+    def plain(input: torch.Tensor) -> torch.Tensor:
+        return input + 1
+
+    plain.register_fake(lambda input: torch.empty_like(input))
+
+    @op_rule(torch.ops.fxc_test.plain)
+    def _(call):
+        call.tensor("x")
+
+    cases = _draw(graphs(ops=[torch.ops.fxc_test.plain.default], max_nodes=3, device="cpu"), 10)
+    assert not any(_calls_of(c, "fxc_test") for c in cases)
+    health = custom_health()["fxc_test.plain.default"]
+    assert health.ran == 0 and "draws 'x', which its schema lacks (input)" in health.line("fxc_test.plain.default")
+    with pytest.raises(TypeError, match="not an op"):
+        op_rule("no.such.op")
