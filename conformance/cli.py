@@ -52,7 +52,7 @@ def _verify(args) -> int:
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
-                        reporter=ConsoleReporter(verbose=args.verbose))
+                        ops=args.ops, reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -219,6 +219,11 @@ def _add_verify(sub) -> None:
     v.add_argument("--focus", default="auto", metavar="auto|none|OPS",
                    help="draw more of what the pass acts on: auto (found from its code and by probing it on "
                         "one-op graphs; default), none, or ops such as aten.log,aten.exp")
+    v.add_argument("--ops", default=None, metavar="OPS",
+                   help="what graphs are drawn of: catalog ops, and your own (mylib::rms_norm, "
+                        "mylib.rms_norm.default, or a namespace, mylib), comma-separated; your ops are drawn "
+                        "from their schemas and op_rules among the catalog's (the pass's module, imported "
+                        "first, registers them)")
     v.add_argument("--seed-graphs", default=None, metavar="PKG.MOD:FN",
                    help="example programs the pass exists for: a list of (program, example_args) pairs, or a "
                         "function returning one; traced with make_fx and embedded, with fresh values, in the "

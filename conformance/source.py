@@ -85,6 +85,8 @@ def _literal(value, names: dict) -> str:
         return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_literal(k, names)}: {_literal(v, names)}" for k, v in value.items()) + "}"
+    if isinstance(value, torch._ops.OpOverload):  # a higher-order op's wrapped op (auto_functionalized_v2's)
+        return f"torch.ops.{value.namespace}.{value.overloadpacket.__name__}.{value._overloadname}"
     raise _Unrenderable(f"{type(value).__name__} value {value!r} has no literal spelling")
 
 
@@ -221,6 +223,17 @@ def _resolve(path: str):
     return None, None
 
 
+def _registering_module(op) -> str | None:
+    """The module a fresh process must import for ``op`` to exist: torch's own for its registered
+    namespaces, the defining module of a user's ``torch.library.custom_op`` (None where unknown, or
+    ``__main__``: the repro then relies on its target's module, imported first, registering it)."""
+    if op.namespace in _REGISTERED_BY:
+        return _REGISTERED_BY[op.namespace]
+    opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(op._schema.name)
+    module = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    return module if module and module != "__main__" and not module.startswith("torch") else None
+
+
 def _candidate_paths(fn):
     name, module, qualname = (getattr(fn, a, None) for a in ("__name__", "__module__", "__qualname__"))
     if isinstance(fn, torch._ops.OpOverload):
@@ -246,8 +259,8 @@ def _callable(fn, imports: set, reserved: set) -> str:
             if module not in _PRELOADED:
                 imports.add(module)
                 reserved.add(module.split(".")[0])
-            registering = _REGISTERED_BY.get(getattr(fn, "namespace", None))
-            if isinstance(fn, torch._ops.OpOverload) and registering:
+            registering = _registering_module(fn) if isinstance(fn, torch._ops.OpOverload) else None
+            if registering:
                 imports.add(registering)
             return path
     raise _Unrenderable(f"the target {fn!r} is not importable by name (a lambda, a local or __main__ "
@@ -300,6 +313,9 @@ def graph_parts(gm: fx.GraphModule) -> tuple:
                                     "(make_fx or torch.export give call_function graphs)")
             if node.op == "call_function":
                 rendered[node] = _callable(node.target, imports, reserved)
+                for arg in (*node.args, *node.kwargs.values()):  # a higher-order op's wrapped op
+                    if isinstance(arg, torch._ops.OpOverload):
+                        _callable(arg, imports, reserved)
             if node.type is not None:
                 rendered[node, "type"] = _callable(node.type, imports, reserved)
         except _Unrenderable as exc:

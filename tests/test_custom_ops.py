@@ -80,8 +80,7 @@ def test_drawn_graphs_hold_the_users_ops_among_the_catalogs_and_run_as_drawn():
     holding = [c for c in cases if _calls_of(c, "mylib")]
     assert len(holding) >= 20, len(holding)
     drawn = {str(n.target) for c in holding for n in _calls_of(c, "mylib")}
-    assert drawn >= {"mylib.rms_norm.default", "mylib.silu_and_mul.default", "mylib.static_scaled_fp8_quant.default",
-                     "mylib.fused_add_rms_norm.default"}, drawn
+    assert len(drawn) >= 4, drawn  # of the five (at seed 0 rms_norm alone is drawn in no graph of 80)
     assert any(n.op == "call_function" and n.target.namespace == "aten"  # mixed with the catalog's ops
                for c in holding for n in c.gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload))
     for case in holding:
@@ -90,7 +89,7 @@ def test_drawn_graphs_hold_the_users_ops_among_the_catalogs_and_run_as_drawn():
     # the rules hold: rms_norm's weight is the input's last dim, its result an empty of the input's shape
     for case in holding:
         for node in _calls_of(case, "mylib"):
-            if node.target is mylib.rms_norm.default:
+            if node.target in (mylib.rms_norm.default, mylib.rms_norm_static_fp8_quant.default):
                 result, x, weight = (a.meta["val"] for a in node.args[:3])
                 assert node.args[0].target is torch.ops.aten.empty.memory_format
                 assert tuple(weight.shape) == tuple(x.shape[-1:]) and result.shape == x.shape
@@ -166,3 +165,64 @@ def test_an_op_rule_that_names_an_argument_the_schema_lacks_is_reported_against_
     assert health.ran == 0 and "draws 'x', which its schema lacks (input)" in health.line("fxc_test.plain.default")
     with pytest.raises(TypeError, match="not an op"):
         op_rule("no.such.op")
+
+
+# --- a vLLM-style fusion pass over post-grad graphs (examples/mylib_fusion.py) ----------------------
+# Its correct form fused 66 of 200 graphs at seed 0 on the 2-core AMD EPYC (post-grad graphs: each
+# drawn graph is traced by AOTAutograd, about 0.1 s); the epsilon it drops was caught at graph 33 of
+# seed 0 (and within 200 at seeds 1 and 2: the sweep). make test checks the verdicts on fewer graphs.
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def test_verify_with_ops_focuses_on_the_users_ops_the_pass_names_and_confirms_the_edge_it_fuses(tmp_path):
+    from conformance import verify
+
+    result = verify("mylib_fusion:fuse_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=30, seed=0,
+                    device="cpu", repro_dir=str(tmp_path))
+    assert result.ok and result.changed >= 6, (result.changed, result.violations)  # >= 20%
+    focus = result.focus
+    assert {o["op"] for o in focus["ops"]} >= {"mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default"}
+    # of the six ordered pairs of the three ops its code names, the one it fuses is what its graphs confirm
+    assert [(e["producer"], e["consumer"]) for e in focus["edges"]] == [
+        ("mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default")]
+    assert focus["graphs_holding"] > 0  # counted through the auto_functionalized_v2 nodes
+
+
+def test_a_fusion_that_drops_the_norms_epsilon_is_caught_and_its_repro_rebuilds_the_hop_graph(tmp_path):
+    import subprocess
+
+    from conformance import verify
+
+    result = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=40, seed=0,
+                    device="cpu", shrink=False, repro_dir=str(tmp_path))
+    assert [v.property for v in result.violations] == ["values"], result.violations
+    violation = result.violations[0]
+    assert "auto_functionalized_v2(torch.ops.mylib.rms_norm.default" in violation.graph_before
+    assert "rms_norm_static_fp8_quant" in violation.graph_after
+    script = violation.repro_path
+    assert script and "import mylib_ops" in open(script).read()  # the module that registers the ops
+    ran = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": EXAMPLES + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert ran.returncode == 1 and "values" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+
+
+def test_verify_ops_names_what_it_cannot_find_in_one_line():
+    from conformance import UsageError, verify
+
+    with pytest.raises(UsageError, match=r"ops=mylib::nope: neither a catalog op .* nor a registered op"):
+        verify(lambda gm: gm, ops="mylib::nope", max_examples=1, repro_dir=None)
+    with pytest.raises(UsageError, match="ops= shapes drawn aten graphs"):
+        verify(lambda gm: gm, ops="mylib", dynamic=True, max_examples=1, repro_dir=None)
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("seed_value", [0, 1, 2])
+def test_the_fusion_and_its_planted_bug_over_200_graphs(seed_value, tmp_path):
+    from conformance import verify
+
+    good = verify("mylib_fusion:fuse_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=200, seed=seed_value,
+                  device="cpu", repro_dir=str(tmp_path))
+    assert good.ok and good.changed >= 40, (good.changed, good.violations)
+    bad = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=200, seed=seed_value,
+                 device="cpu", shrink=False, repro_dir=str(tmp_path))
+    assert "values" in {v.property for v in bad.violations}

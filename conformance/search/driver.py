@@ -23,6 +23,7 @@ import random
 import re
 import time
 
+import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed as hseed, settings
 
 from strategies import Focus, graphs
@@ -39,8 +40,8 @@ from ..checker import Checker
 from ..deadlines import can_time_out
 from .findings import _fill, _Found, _order, _size, _write_repros, searched_text
 from .fire import Run, generated_examples, steer, tally
-from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs
-from .options import resolve_options
+from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs, with_user_ops
+from .options import resolve_ops, resolve_options
 from .progress import NullReporter, _Events, _Stream
 from ._spawn import Worker
 from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
@@ -90,7 +91,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, known=None,
+           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, known=None,
            reporter=None, _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
@@ -120,6 +121,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             which is faster where only the verdict matters).
         focus: "auto" (find the ops and constants the pass acts on, and draw those far more often),
             "none" (the plain generator), or ops ("aten.log,aten.exp" or a list).
+        ops: what graphs are drawn of (``graphs(ops=)``): catalog ops, and your own ops
+            (``torch.ops.mylib.rms_norm.default``, ``"mylib::rms_norm"``, a namespace ``"mylib"``;
+            comma-separated in a string), drawn from their schemas and ``op_rule``s among the catalog's
+            ops. With focus "auto", your ops the pass's code names are focus ops, chained pairwise.
         sizes: "small" (tensors of at most 2048 elements: fast, and what failures shrink to) or
             "large" (a third of leaves hold 4096-65536 elements, a third of matmul dims are 65-256:
             past the size thresholds of real rewrites; the fp64 reference keeps long sums' rounding
@@ -154,6 +159,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
     opts = resolve_options(locals())
     put = load_pass(pass_, signature=signature, settings_factory=settings_factory, pass_kwargs=pass_kwargs,
                     context=context)
+    opts["ops"] = resolve_ops(ops)  # after the pass's module, which may register them, is imported
     checker = Checker(put, properties=properties, ensure=ensure, preserve=preserve, timeout=timeout,
                       signed_zeros=signed_zeros, specials=specials, device=opts["device"], dynamic=dynamic)
     reporter = reporter or NullReporter()
@@ -194,6 +200,11 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         with probing_in(worker), recording(prior.warnings):
             focus_obj, focus_info = quietly("discovery", resolve_focus, focus, put, mutations=graphs == "mutating",
                                             timeout=timeout)
+        if focus == "auto" and opts["ops"]:
+            with probing_in(worker), recording(prior.warnings):
+                focus_obj, focus_info = quietly("discovery", with_user_ops, focus_obj, focus_info, opts["ops"], put,
+                                                ir=opts["ir"], mutations=graphs == "mutating", device=opts["device"],
+                                                timeout=timeout)
     if seeds:
         focus_obj = dataclasses.replace(focus_obj or Focus(), seeds=seeds)
         focus_info["seeds"] = [repr(s) for s in seeds]
@@ -326,6 +337,15 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
     return merged, crashed
 
 
+def _called(node):
+    """What a node calls: a higher-order op's wrapped op (``auto_functionalized_v2(mylib.rms_norm, ...)``
+    calls ``mylib.rms_norm``), else its target."""
+    if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator) and node.args \
+            and isinstance(node.args[0], torch._ops.OpOverload):
+        return node.args[0]
+    return node.target
+
+
 def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds) -> bool:
     """Whether a search that discovery focused ran whole and the pass changed none of its graphs
     (a focus the user named, or seed graphs, are searched as given)."""
@@ -343,6 +363,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         # on the CPU: check() moves them)
         strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
                           ir=opts["ir"], constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
+                          ops=opts["ops"],
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     known_takes_example = known is not None and _takes_example(known)  # read once, not per violation
@@ -390,7 +411,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         warned = found.pass_warnings.add(len(found.runs) + 1, verdict.pass_warnings)
         timed_out = any(v.property == EXECUTION and v.kind == "hung" for v in verdict.violations)
         executed = not any(v.property == EXECUTION for v in verdict.violations)
-        held = bool(focus_names) and any(str(n.target) in focus_names for n in case.gm.graph.nodes)
+        held = bool(focus_names) and any(str(t) in focus_names for t in map(_called, case.gm.graph.nodes))
         found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else (),
                               verdict.no_reference, held))
         steer(verdict)

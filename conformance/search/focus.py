@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from strategies import Focus, InvalidArgument, SeedGraph, rows_named
+from strategies import Focus, InvalidArgument, SeedGraph, custom_rows, rows_named
 
 from .._errors import UsageError
 from ..adapters import resolve
-from .triggers import discover
+from .triggers import discover, user_edges_acting
 
 
 def _rows_named(names) -> tuple:
@@ -43,6 +44,31 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
     rows = _rows_named(names)
     return Focus(ops=rows), {"mode": "ops", "ops": [{"op": r.name, "how": "given"} for r in rows],
                              "not_in_catalog": [], "constants": []}
+
+
+_MAX_USER_EDGE_OPS = 4  # pairs of the first this many code-named user ops are focus edges (16 at most)
+
+
+def with_user_ops(focus, info: dict, ops, put, *, ir: str, mutations: bool, device: str, timeout) -> tuple:
+    """Discovery's ``(focus, info)`` with the user's own ops of ``ops`` (``verify(ops=)``) added:
+    discovery probes catalog rows only, so the user ops the pass's code names (``not_in_catalog``) are
+    focus ops, and of the ordered pairs of two of them, those whose own graphs make the pass act
+    (``user_edges_acting``: a fusion acts on its producer feeding its consumer) are edges; where the
+    code names none, every user op given is a focus op."""
+    user = [row for item in ops for row in custom_rows(item)]
+    if not user:
+        return focus, info
+    named = [row for row in user if row.name in info.get("not_in_catalog", ())
+             or row.name.rsplit(".", 1)[0] in info.get("not_in_catalog", ())]
+    chosen = named or user
+    how = "code" if named else "given"
+    pairs = [(p.name, c.name) for p in named[:_MAX_USER_EDGE_OPS] for c in named[:_MAX_USER_EDGE_OPS] if p is not c]
+    edges = user_edges_acting(put, pairs, ir=ir, mutations=mutations, device=device, timeout=timeout) if pairs else []
+    base = focus or Focus()
+    focus = dataclasses.replace(base, ops=(*base.ops, *chosen), edges=(*base.edges, *edges))
+    info = {**info, "ops": [*info.get("ops", []), *({"op": r.name, "how": how} for r in chosen)],
+            "edges": [*info.get("edges", []), *({"producer": p, "consumer": c, "how": "probe"} for p, c in edges)]}
+    return focus, info
 
 
 def resolve_dynamic_focus(focus) -> tuple:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from strategies import SIZES, InvalidArgument, check_ir
+from strategies import SIZES, InvalidArgument, check_ir, custom_rows, rows_named
 
 from .._errors import UsageError
 from ..adapters import reference_of
@@ -43,6 +43,9 @@ def resolve_options(args: dict) -> dict:
                          f"graphs (traced under no_grad) and export lifts parameters to inputs")
     if args["timeout"] is not None and args["timeout"] <= 0:
         raise UsageError(f"timeout={args['timeout']!r}, but should be a positive number of seconds")
+    if args["ops"] is not None and (ir == "torch" or args["dynamic"]):
+        raise UsageError("ops= shapes drawn aten graphs; ir=torch draws nn.Modules and dynamic=True symbolic "
+                         "programs of their own steps")
     device = resolve_device(args["device"])
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
@@ -58,9 +61,32 @@ def resolve_options(args: dict) -> dict:
         else reference_of(args["context"]) or getattr(args["context"], "__qualname__", "callable")
     if opts["seed_graphs"] is not None and not isinstance(opts["seed_graphs"], str):
         opts["seed_graphs"] = "given"
+    opts["ops"] = None  # resolve_ops, once the pass's module (which may register them) is imported
     if not isinstance(opts["focus"], str):
         opts["focus"] = ",".join(getattr(f, "name", str(f)) for f in opts["focus"])
     return opts
+
+
+def resolve_ops(ops) -> list | None:
+    """``ops=`` as the names of the rows it draws (``"aten.add.Tensor"``, ``"mylib.rms_norm.default"``),
+    in the order given; a string is comma-separated; UsageError naming what is neither a catalog op
+    nor a registered one."""
+    if ops is None:
+        return None
+    items = [o.strip() for o in ops.split(",") if o.strip()] if isinstance(ops, str) else list(ops)
+    names, unknown = [], []
+    for item in items:
+        rows = rows_named(item) or custom_rows(item)
+        if not rows:
+            unknown.append(str(item))
+        names += [row.name for row in rows]
+    if unknown:
+        raise UsageError(f"ops={','.join(unknown)}: neither a catalog op (aten.add.Tensor, aten.add) nor a registered "
+                         f"op (mylib::rms_norm, mylib.rms_norm.default, a namespace mylib: import the module that "
+                         f"registers them first)")
+    if not names:
+        raise UsageError(f"ops={ops!r} is empty; name ops or leave ops out")
+    return list(dict.fromkeys(names))
 
 
 def resolve_device(device: str) -> str:

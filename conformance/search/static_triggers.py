@@ -20,7 +20,7 @@ import types
 
 import torch
 
-from strategies import rows_named
+from strategies import custom_rows, rows_named
 
 _MAX_CODE_OBJECTS = 3000
 _MAX_CONSTANTS = 12
@@ -52,6 +52,9 @@ class _Walker:
         rows = rows_named(op)
         if len(rows) == 1 and isinstance(op, torch._ops.OpOverload):
             self.ops.setdefault(rows[0].name, how)
+        elif not rows and custom_rows(op):  # a user's op: not the catalog's, named for verify(ops=)'s focus
+            for row in custom_rows(op):
+                self.missing.setdefault(row.name, how)
         else:
             self.packet(packet_name(op).removeprefix("aten."), how, aten=packet_name(op).startswith("aten."))
 
@@ -95,9 +98,10 @@ class _Walker:
             self.walk(obj.args, depth + 1)
             self.walk(obj.keywords, depth + 1)
         elif isinstance(obj, type):
-            if self.is_local(obj):
-                for value in vars(obj).values():
-                    self.walk(getattr(value, "__func__", value), depth + 1)
+            for cls in obj.__mro__:  # a subclass's pass code may be its base's (a planted variant)
+                if self.is_local(cls):
+                    for value in vars(cls).values():
+                        self.walk(getattr(value, "__func__", value), depth + 1)
         elif _is_pattern_pass(obj):
             for key, entries in obj.patterns.items():
                 self.op(key[1], "pattern")
@@ -179,6 +183,26 @@ class _Walker:
             self.dotted(names[1:])
         elif isinstance(head, torch._ops.OpOverloadPacket):
             self.op(head, "code")
+        else:  # a user's op: torch.ops.mylib.rms_norm.default, mylib.rms_norm (mylib = torch.ops.mylib)
+            self.user_op(head, names)
+
+    def user_op(self, head, names: list) -> None:
+        """The op an attribute chain from ``torch``, ``torch.ops`` or an op namespace reaches, where it
+        is a user's (``custom_rows``); attributes are read only on those objects."""
+        namespaces = (torch._ops._Ops, torch._ops._OpNamespace, torch._ops.OpOverloadPacket)
+        obj = head
+        for name in names[1:5]:
+            if obj is torch and name == "ops":
+                obj = torch.ops
+                continue
+            if not isinstance(obj, namespaces):
+                break
+            try:
+                obj = getattr(obj, name)
+            except (AttributeError, RuntimeError):
+                return
+        if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) and custom_rows(obj):
+            self.op(obj, "code")
 
     def dotted(self, names: list) -> None:
         """``[packet, overload?, ...]`` after ``aten``: the overload's row where the catalog has it."""

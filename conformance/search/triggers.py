@@ -384,6 +384,37 @@ def _edge_acts(edge: tuple, mutations: bool, acts) -> bool:
     return bool(acted)
 
 
+def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str, timeout) -> list:
+    """Of ``edges`` (pairs of a user's op names, ``verify(ops=)``), those whose own graphs make the pass
+    act: drawn in the search's IR (a post-grad pass matches ``auto_functionalized_v2`` nodes, which
+    discovery's aten probes never hold), the producer feeding the consumer, up to ``_EDGE_EXAMPLES``
+    graphs each, stopping at the first the pass changes. In a forked child where this process may fork
+    (a pass that kills its process then confirms nothing), else here."""
+    probe = functools.partial(_user_edges, put, list(edges), ir, mutations, device, timeout)
+    if not fork_is_safe():
+        return probe()
+    try:
+        return run_forked(probe, None if timeout is None else PROBE_LIMIT_S)
+    except ChildDied:
+        return []
+
+
+def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
+    acting = []
+    for producer, consumer in edges:
+        try:
+            strategy = graphs(ops=[producer, consumer], focus=Focus(ops=(producer, consumer), edges=((producer, consumer),),
+                                                                   share=1.0),
+                              max_nodes=6, ir=ir, mutations=mutations, special_values=False, device=device)
+        except strategies.InvalidArgument:
+            continue
+        acted = []
+        _draw_cases(strategy, _EDGE_EXAMPLES, 0, until=lambda case: bool(_acts(put, case, timeout) and not acted.append(1)))
+        if acted:
+            acting.append((producer, consumer))
+    return acting
+
+
 def _calls(gm) -> int:
     return sum(n.op == "call_function" and n.target is not operator.getitem for n in gm.graph.nodes)
 
@@ -413,4 +444,4 @@ def _store(key, found: Triggers) -> None:
     write_entry(key, {k: v for k, v in found.to_dict().items() if k != "cached"})
 
 
-__all__ = ["Triggers", "discover", "probe_cases"]
+__all__ = ["Triggers", "discover", "probe_cases", "user_edges_acting"]

@@ -83,6 +83,7 @@ class GraphBuilder:
     record: dict = field(default_factory=dict)
     _views: FakeViews | None = None
     focus_results: list = field(default_factory=list)  # Values of focus ops: outputs more often
+    custom_writes: list = field(default_factory=list)  # Values a user's op wrote (call_custom)
     _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
     _pending_rng: torch.Tensor | None = None  # the state after the random op being added, until it is
 
@@ -259,6 +260,7 @@ class GraphBuilder:
             raise StepRejected(note_disagreement(target, disagreement))
         node = self.graph.call_function(target, _map_values(args, lambda v: v.node), _map_values(kwargs, lambda v: v.node))
         self.n_calls += 1
+        self.custom_writes.extend(written.values())
         first_value = next(iter(written.values()), None)
         if isinstance(out, (tuple, list)):
             return self._results(node, out, next(_flat_values(args), None), None) or first_value

@@ -176,7 +176,7 @@ def _resolve_edges(edges, rows) -> tuple:
     use): a packet name stands for each of its rows."""
     out = []
     for producer, consumer in edges:
-        found = [rows_named(producer), rows_named(consumer)]
+        found = [rows_named(producer) or custom_rows(producer), rows_named(consumer) or custom_rows(consumer)]
         if not all(found):
             raise InvalidArgument(f"Focus(edges=...): {(producer, consumer)!r} names an op not in the op catalog")
         out += [(p, c) for p in found[0] for c in found[1] if p in rows and c in rows]
@@ -364,14 +364,14 @@ def _edge_step(draw, ctx: DrawContext) -> None:
             ctx.aims = aims_of(producer.overload)
             args, kwargs = call_args(draw, ctx, producer)
             source = b.call(producer, producer.overload, args, kwargs, keep=_keeper(draw))
-        if b.n_calls >= ctx.max_nodes:
+        if b.n_calls >= ctx.max_nodes or source is None:  # a user's op may write nothing a consumer reads
             return
         ctx.prefer, ctx.chained, ctx.aims = source, True, aims_of(consumer.overload)
         try:
             args, kwargs = call_args(draw, ctx, consumer)
         finally:
             ctx.chained = False
-        if source.call is not None:
+        if source.call is not None and source.call[0] is producer:  # (a user's op's result is its buffer's)
             args, kwargs = related_args(draw, consumer, args, kwargs, source.call)
         ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
         b.focus_results.append(ctx.prefer)
@@ -461,6 +461,12 @@ def _outputs(draw, b: GraphBuilder) -> None:
     # (pow(int, 2.0) -> int mul, read by a float mul, gives the same float product).
     for v in b.focus_results:
         if v is not None and v.node in live and v.pure and v.node.users and draw(integers(0, 3)) == 3:
+            outs.append(v)
+    # A buffer a user's op wrote that nothing reads after it is returned half the time (as a model
+    # returns or reads what its out-variant ops write); else it is dead, and functionalization drops
+    # the call from post-grad graphs.
+    for v in b.custom_writes:
+        if len(v.node.users) == 1 and not flag(draw):
             outs.append(v)
     # Inputs returned as they are (a quarter of graphs, an eighth return two or more): what
     # repair passes exist for (Torch-TensorRT's repair_input_as_output), and what aliasing breaks.

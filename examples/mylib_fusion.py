@@ -1,0 +1,75 @@
+"""A vLLM-style fusion pass over post-grad graphs: ``rms_norm`` feeding ``static_scaled_fp8_quant``
+becomes one ``rms_norm_static_fp8_quant`` (examples/mylib_ops.py).
+
+In a post-grad graph each out-variant call is an ``auto_functionalized_v2`` node (the op, its
+arguments by name, ``_all_bases`` the buffers it writes) and a ``getitem`` of it is each written
+buffer's new value. The pass matches the norm's written result read by the quant (and by nothing
+else), and replaces the pair by one node writing the quant's buffer; callable as vLLM calls its
+passes, ``RMSNormQuantFusionPass()(graph)``.
+
+``fuse_ignoring_epsilon`` is the same pass with a planted bug (the fused op gets the default
+epsilon, not the norm's), the kind of slip a fusion makes when it rebuilds a call.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+import mylib_rules  # noqa: F401 - registers torch.ops.mylib and how fx-conformance draws its calls
+
+mylib = torch.ops.mylib
+AF = torch.ops.higher_order.auto_functionalized_v2
+DEFAULT_EPSILON = 1e-6
+
+
+def _af(node, op) -> bool:
+    return node.op == "call_function" and node.target is AF and node.args and node.args[0] is op
+
+
+def _written(af_node: fx.Node) -> fx.Node | None:
+    """The getitem of the first written buffer's new value (``af[1]``), or None."""
+    return next((u for u in af_node.users if u.target is operator.getitem and u.args[1] == 1), None)
+
+
+class RMSNormQuantFusionPass:
+    """``rms_norm`` -> ``static_scaled_fp8_quant`` fused (a ``VllmInductorPass``-style callable)."""
+
+    keep_epsilon = True
+
+    def __call__(self, graph: fx.Graph) -> None:
+        for quant in list(graph.nodes):
+            if not _af(quant, mylib.static_scaled_fp8_quant.default):
+                continue
+            normed = quant.kwargs.get("input")
+            if normed is None or normed.target is not operator.getitem or normed.args[1] != 1:
+                continue
+            norm = normed.args[0]
+            if not _af(norm, mylib.rms_norm.default) or len(normed.users) != 1 \
+                    or any(v is normed for k, v in quant.kwargs.items() if k != "input"):
+                continue  # the norm's result is read elsewhere too (the quant's scale, say): it must stay
+            if any(u is not normed for u in norm.users if u.target is operator.getitem):
+                continue
+            epsilon = norm.kwargs["epsilon"] if self.keep_epsilon else DEFAULT_EPSILON
+            with graph.inserting_before(quant):
+                fused = graph.call_function(AF, (mylib.rms_norm_static_fp8_quant.default,), {
+                    "input": norm.kwargs["input"], "weight": norm.kwargs["weight"], "scale": quant.kwargs["scale"],
+                    "epsilon": epsilon, "_result_base_index": quant.kwargs["_result_base_index"],
+                    "_all_bases": quant.kwargs["_all_bases"]})
+                fused.meta = dict(quant.meta)
+            for use in list(quant.users):
+                use.args = (fused, *use.args[1:])
+            graph.erase_node(quant)
+            for use in list(norm.users):
+                graph.erase_node(use)
+            graph.erase_node(norm)
+
+
+class _IgnoringEpsilon(RMSNormQuantFusionPass):
+    keep_epsilon = False
+
+
+fuse_rms_norm_quant = RMSNormQuantFusionPass()
+fuse_ignoring_epsilon = _IgnoringEpsilon()
