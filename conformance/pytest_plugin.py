@@ -40,6 +40,9 @@ def pytest_addoption(parser):
                     help="a context-manager factory --fx-pass runs inside (as fx-conformance verify --context)")
     group.addoption("--fx-focus", default="auto", metavar="auto|none|OPS",
                     help="what the graphs for --fx-pass draw more of (as fx-conformance verify --focus)")
+    group.addoption("--fx-ops", default=None, metavar="OPS",
+                    help="what the graphs for --fx-pass are drawn of, your own ops among them (as fx-conformance "
+                         "verify --ops: mylib, mylib::rms_norm,...)")
     group.addoption("--fx-ir", choices=("aten", "post-grad", "export", "core-aten", "export-module", "dynamo", "pre-dispatch", "torch"), default="aten",
                     help="the IR the graphs for --fx-pass are drawn in (as fx-conformance verify --ir)")
     group.addoption("--fx-requires-grad", action="store_true", default=False,

@@ -9,6 +9,7 @@ refuses a weight of the wrong rank). Graphs are drawn on the CPU: the example ke
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -226,3 +227,17 @@ def test_the_fusion_and_its_planted_bug_over_200_graphs(seed_value, tmp_path):
     bad = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=200, seed=seed_value,
                  device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert "values" in {v.property for v in bad.violations}
+
+
+def test_the_pytest_plugin_draws_the_users_ops_with_fx_ops(tmp_path, monkeypatch):
+    """--fx-ops reaches the third-party suite's graphs: the fusion is judged (and fires) on
+    post-grad graphs of mylib's ops, in a pytest run of its own (the plugin tests' smoke profile)."""
+    from tests.test_cli_verify import _pytest
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", EXAMPLES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ran = _pytest(os.path.join(root, "conformance", "suite", "test_third_party_pass.py"), "-q", "-k", "values",
+                  "--fx-pass=mylib_fusion:fuse_rms_norm_quant", "--fx-ops", "mylib", "--fx-ir", "post-grad",
+                  "--fx-device", "cpu", cwd=tmp_path, profile="smoke")
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert re.search(r"the pass changed [1-9]\d* of 6 graphs", ran.stdout), ran.stdout[-2000:]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import operator
 import time
 
@@ -390,13 +391,24 @@ def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str
     discovery's aten probes never hold), the producer feeding the consumer, up to ``_EDGE_EXAMPLES``
     graphs each, stopping at the first the pass changes. In a forked child where this process may fork
     (a pass that kills its process then confirms nothing), else here."""
+    base = _cache_key(put, mutations)  # cached beside discovery's entry (the op library's code is not in the key)
+    key = None if base is None else hashlib.sha1(f"{base}|user-edges|{ir}|{device}|{edges}".encode()).hexdigest()[:20]
+    if key is not None:
+        try:
+            return [tuple(e) for e in read_entry(key)["acting"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
     probe = functools.partial(_user_edges, put, list(edges), ir, mutations, device, timeout)
     if not fork_is_safe():
-        return probe()
-    try:
-        return run_forked(probe, None if timeout is None else PROBE_LIMIT_S)
-    except ChildDied:
-        return []
+        acting = probe()
+    else:
+        try:
+            acting = run_forked(probe, None if timeout is None else PROBE_LIMIT_S)
+        except ChildDied:
+            return []  # the pass killed a prober: nothing confirmed, nothing remembered
+    if key is not None:
+        write_entry(key, {"acting": [list(e) for e in acting]})
+    return acting
 
 
 def _user_edges(put, edges, ir, mutations, device, timeout) -> list:

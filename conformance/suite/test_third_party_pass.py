@@ -15,8 +15,8 @@ from conformance import UsageError, load_pass
 from conformance._result import EXECUTION
 from conformance.adapters import parse_pass_args
 from conformance.pytest_plugin import record_fire
-from conformance.search.options import resolve_device
-from conformance.search.focus import resolve_focus
+from conformance.search.options import resolve_device, resolve_ops
+from conformance.search.focus import resolve_focus, with_user_ops
 from conformance.checker import Checker
 from strategies import InvalidArgument, graphs
 
@@ -44,16 +44,25 @@ def fx_options(request):
                                     "and --fx-dynamic symbolic programs (use --fx-focus none)")
         focus_option = "none"
     try:
-        focus, _ = resolve_focus(focus_option, put, mutations=mutating, timeout=10.0)
-    except UsageError as exc:
-        raise pytest.UsageError(f"--fx-focus: {exc}") from None
-    try:
         device = resolve_device(config.getoption("fx_device"))
     except UsageError as exc:
         raise pytest.UsageError(f"--fx-device: {exc}") from None
+    try:  # after the pass's module, which may register them, is imported
+        ops = resolve_ops(config.getoption("fx_ops"))
+    except UsageError as exc:
+        raise pytest.UsageError(f"--fx-ops: {exc}") from None
+    if ops is not None and (dynamic or ir == "torch"):
+        raise pytest.UsageError("--fx-ops shapes drawn aten graphs; --fx-ir torch draws nn.Modules and --fx-dynamic "
+                                "symbolic programs")
+    try:
+        focus, info = resolve_focus(focus_option, put, mutations=mutating, timeout=10.0)
+        if focus_option == "auto" and ops:
+            focus, _ = with_user_ops(focus, info, ops, put, ir=ir, mutations=mutating, device=device, timeout=10.0)
+    except UsageError as exc:
+        raise pytest.UsageError(f"--fx-focus: {exc}") from None
     try:  # drawn on the device they run on (dynamic and torch-IR graphs on the CPU: check() moves them)
         strategy = graphs(dynamic=True) if dynamic else \
-            graphs(mutations=mutating, special_values=True, focus=focus, ir=ir,
+            graphs(mutations=mutating, special_values=True, focus=focus, ir=ir, ops=ops,
                    requires_grad=config.getoption("fx_requires_grad"), device="cpu" if ir == "torch" else device)
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--fx-ir/--fx-requires-grad: {exc}") from None
