@@ -117,6 +117,8 @@ class ConsoleReporter:
         if result.unrunnable:
             self._line(f"{result.unrunnable} drawn graphs did not run as given on {result.options.get('device', 'cpu')} "
                        f"(not the pass's doing: each was replaced by another draw)")
+        for name, health in result.user_ops.items():  # the user's ops: a fault of the op's own, or how they drew
+            self._line(health["fault"] or f"user op {health['line']}")
         for crash in result.generator_crashes:
             self._line(f"torch finding (not the pass's): the generator's eager call {crash['call']} killed the "
                        f"drawing process ({crash['death']}); the search ran again without it")

@@ -132,6 +132,9 @@ class VerifyResult:
     # torch findings of the generator's own: eager calls that killed the drawing process (the call,
     # how it died, its op); each draw was discarded and the search ran again without it
     generator_crashes: list = field(default_factory=list)
+    # verify(ops=): per user op, its drawn calls ({"tried", "ran", "fake_disagreements", "line", "fault"});
+    # "fault" is the line saying its fake impl disagrees with its kernel (the op's fault), or None
+    user_ops: dict = field(default_factory=dict)
     # warnings raised while graphs were drawn and run (the run's business: counted, never printed),
     # {"category", "message", "where", "count"} each, where one of _warning_log.WHERES
     warnings: list = field(default_factory=list)

@@ -5,7 +5,8 @@ In a post-grad graph each out-variant call is an ``auto_functionalized_v2`` node
 arguments by name, ``_all_bases`` the buffers it writes) and a ``getitem`` of it is each written
 buffer's new value. The pass matches the norm's written result read by the quant (and by nothing
 else), and replaces the pair by one node writing the quant's buffer; callable as vLLM calls its
-passes, ``RMSNormQuantFusionPass()(graph)``.
+passes, ``RMSNormQuantFusionPass()(graph)``, or as an Inductor ``CustomGraphPass``
+(``fuse_as_custom_graph_pass``).
 
 ``fuse_ignoring_epsilon`` is the same pass with a planted bug (the fused op gets the default
 epsilon, not the norm's), the kind of slip a fusion makes when it rebuilds a call.
@@ -17,6 +18,7 @@ import operator
 
 import torch
 import torch.fx as fx
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 import mylib_rules  # noqa: F401 - registers torch.ops.mylib and how fx-conformance draws its calls
 
@@ -71,5 +73,17 @@ class _IgnoringEpsilon(RMSNormQuantFusionPass):
     keep_epsilon = False
 
 
+class RMSNormQuantCustomGraphPass(CustomGraphPass, RMSNormQuantFusionPass):
+    """The same fusion as Inductor runs a user's pass (``post_grad_custom_post_pass``): a
+    ``CustomGraphPass``, whose ``uuid()`` keys Inductor's FX graph cache."""
+
+    def __call__(self, graph: fx.Graph) -> None:
+        RMSNormQuantFusionPass.__call__(self, graph)
+
+    def uuid(self):
+        return get_hash_for_files((__file__,))
+
+
 fuse_rms_norm_quant = RMSNormQuantFusionPass()
 fuse_ignoring_epsilon = _IgnoringEpsilon()
+fuse_as_custom_graph_pass = RMSNormQuantCustomGraphPass()

@@ -20,7 +20,7 @@ from ._graphs import SIZES, graphs
 from ._ir.convert import IRS, check_ir, ir_errors, to_ir
 from ._build.meta import attach_meta, shared_fake_mode
 from ._catalog.ops import OPS, rows_named
-from ._catalog.custom import CustomHealth, custom_health, custom_rows, op_rule
+from ._catalog.custom import CustomHealth, custom_health, custom_health_since, custom_rows, op_rule
 from ._draw.custom_calls import CallDraw
 from ._draw.seeds import SeedGraph
 from ._dynamic.programs import DYNAMIC_FEATURES
@@ -34,6 +34,7 @@ __all__ = [
     "CallDraw",
     "CustomHealth",
     "custom_health",
+    "custom_health_since",
     "custom_rows",
     "op_rule",
     "CHAINS",

@@ -512,7 +512,7 @@ def test_the_plugin_discovers_focus_for_aten_graphs_and_none_where_it_draws_no_s
     def options(**given):
         values = dict(fx_pass=f"{passes}:identity", fx_signature=None, fx_settings_factory=None, fx_pass_arg=[],
                       fx_context=None, fx_graphs="functional", fx_focus="auto", fx_dynamic=False, fx_device="cpu",
-                      fx_ir="aten", fx_requires_grad=False, fx_ensure=[], fx_specials="strict")
+                      fx_ir="aten", fx_requires_grad=False, fx_ensure=[], fx_specials="strict", fx_ops=None)
         values.update(given)
         config = SimpleNamespace(getoption=lambda name, default=None: values[name])
         return suite.fx_options._get_wrapped_function()(SimpleNamespace(config=config))

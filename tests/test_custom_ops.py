@@ -241,3 +241,46 @@ def test_the_pytest_plugin_draws_the_users_ops_with_fx_ops(tmp_path, monkeypatch
                   "--fx-device", "cpu", cwd=tmp_path, profile="smoke")
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     assert re.search(r"the pass changed [1-9]\d* of 6 graphs", ran.stdout), ran.stdout[-2000:]
+
+
+@torch.library.custom_op("fxc_test::bad_fake", mutates_args=())
+def _bad_fake(input: torch.Tensor) -> torch.Tensor:
+    return input.sum(-1) if input.dim() else input * 2
+
+
+@_bad_fake.register_fake
+def _(input):
+    return torch.empty_like(input)  # wrong wherever the kernel reduces the last dim
+
+
+def test_a_user_op_whose_fake_impl_disagrees_with_its_kernel_is_the_ops_fault_in_one_line(tmp_path):
+    """The calls are left out of the graphs (a pass re-propagating fakes would see another graph), the
+    verdict on the pass stands, and the run names the op once."""
+    from conformance import verify
+    from conformance._console import ConsoleReporter
+
+    lines = []
+    reporter = ConsoleReporter()
+    reporter._line = lines.append
+    result = verify(lambda gm: gm, ops=[torch.ops.fxc_test.bad_fake.default], max_examples=10, seed=0, focus="none",
+                    device="cpu", repro_dir=None, reporter=reporter)
+    assert result.ok and not result.violations
+    health = result.user_ops["fxc_test.bad_fake.default"]
+    assert health["fake_disagreements"] > 0 and health["fault"].startswith(
+        "fxc_test.bad_fake.default: its fake impl disagrees with its kernel on ")
+    assert "the op's fault, not the pass's" in health["fault"]
+    assert [line for line in lines if "fxc_test.bad_fake" in line] == [health["fault"]]
+
+
+def test_the_forms_serving_passes_come_in_are_detected_and_see_the_users_ops():
+    """A VllmInductorPass-style callable (``__call__(self, graph)``) and an Inductor CustomGraphPass
+    are the graph form; the code their methods run (a base class's too) names the user ops."""
+    from conformance import load_pass
+    from conformance.search.static_triggers import static_triggers
+
+    for target in ("mylib_fusion:fuse_rms_norm_quant", "mylib_fusion:fuse_as_custom_graph_pass",
+                   "mylib_fusion:fuse_ignoring_epsilon"):
+        put = load_pass(target)
+        assert put.form == "graph", (target, put.form)
+        named = static_triggers(put.fn).missing
+        assert {"mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default"} <= set(named), (target, named)

@@ -26,7 +26,7 @@ import time
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed as hseed, settings
 
-from strategies import Focus, graphs
+from strategies import Focus, custom_health, custom_health_since, graphs
 
 from .. import report as _report
 from .._errors import HarnessError, OriginalFailed, UsageError
@@ -329,6 +329,8 @@ def _run(checker, put, opts, focus, seed, max_examples, workers, repro_dir, repo
         merged.add_known(list(f.known.values()))
         merged.warnings.absorb(f.warnings.kinds())
         merged.pass_warnings.merge(f.pass_warnings)
+        for name, health in f.user_ops.items():
+            merged.user_ops[name] = merged.user_ops[name].merged(health) if name in merged.user_ops else health
         if f.dynamic:
             merged.add_dynamic(f.dynamic)
         for p, (size, v, _) in f.best.items():
@@ -356,6 +358,7 @@ def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds) -> bool:
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None,
             worker=None):
+    user_ops_before = custom_health() if opts["ops"] else {}  # what this search draws of the user's ops
     if opts["dynamic"]:
         strategy = graphs(dynamic=True, focus=focus)
     else:
@@ -453,6 +456,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                 _record_final(found, exc)
         finally:
             found.settle(generated)
+            if opts["ops"]:
+                found.user_ops = custom_health_since(user_ops_before)
     return found
 
 

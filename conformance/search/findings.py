@@ -30,6 +30,7 @@ class _Found:
         self.generator_crashes = []  # torch killed the generator's eager call: {"call", "death", "op"} each
         self.warnings = WarningLog()  # raised while graphs were drawn and run: counted, never shown
         self.pass_warnings = PassWarnings()  # raised by the pass: each kind with the example that first did
+        self.user_ops = {}  # verify(ops=): op name -> strategies.CustomHealth of the calls drawn
 
     @property
     def examples(self) -> int:
@@ -100,6 +101,8 @@ def _fill(result: VerifyResult, found: _Found, prior: _Found | None = None) -> N
     result.dynamic = dict(found.dynamic) or None
     result.changed, result.changed_dead_code_only = tally(r for r in found.runs if r is not None)
     result.generator_crashes = list(found.generator_crashes)
+    result.user_ops = {name: {"tried": h.tried, "ran": h.ran, "fake_disagreements": h.fake, "line": h.line(name),
+                              "fault": h.fault(name)} for name, h in sorted(found.user_ops.items())}
     if result.focus.get("ops"):
         result.focus["graphs_holding"] = sum(r.held_focus for r in found.runs if r is not None)
 

@@ -133,6 +133,21 @@ class CustomHealth:
     ran: int = 0
     failed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     example: dict = dataclasses.field(default_factory=dict)  # argument -> one message
+    fake: int = 0  # of the rejections, calls whose fake impl disagreed with the kernel (the op's fault)
+    fake_example: str = ""
+
+    def merged(self, other: CustomHealth) -> CustomHealth:
+        """Both counts added (drivers in several processes drew calls of one op)."""
+        return CustomHealth(self.tried + other.tried, self.ran + other.ran, self.failed + other.failed,
+                            {**other.example, **self.example}, self.fake + other.fake,
+                            self.fake_example or other.fake_example)
+
+    def fault(self, name: str) -> str | None:
+        """One line saying the op is at fault, where its fake impl disagreed with its kernel."""
+        if not self.fake:
+            return None
+        return (f"{name}: its fake impl disagrees with its kernel on {self.fake} of {self.tried} drawn calls "
+                f"({self.fake_example}): the op's fault, not the pass's; those calls were left out of the graphs")
 
     def line(self, name: str) -> str:
         """One line for a report, naming the argument most rejections named."""
@@ -154,6 +169,9 @@ def note_custom_call(overload, error: str | None) -> None:
     if error is None:
         health.ran += 1
         return
+    if error.startswith("eager and fake tensors disagree"):
+        health.fake += 1
+        health.fake_example = health.fake_example or error.split(": ", 1)[-1][:200]
     names = [a.name for a in overload._schema.arguments]
     arg = next((n for n in names if f"'{n}'" in error or f"{n}" in error.split()), "")
     health.failed[arg] += 1
@@ -167,4 +185,17 @@ def custom_health() -> dict:
         namespace, packet = overload._schema.name.split("::")
         out[f"{namespace}.{packet}.{overload._overloadname}"] = dataclasses.replace(
             health, failed=collections.Counter(health.failed), example=dict(health.example))
+    return out
+
+
+def custom_health_since(before: dict) -> dict:
+    """``custom_health()`` less the counts in ``before`` (an earlier ``custom_health()``): what was
+    drawn in between."""
+    out = {}
+    for name, now in custom_health().items():
+        then = before.get(name, CustomHealth())
+        diff = CustomHealth(now.tried - then.tried, now.ran - then.ran, now.failed - then.failed, dict(now.example),
+                            now.fake - then.fake, now.fake_example)
+        if diff.tried:
+            out[name] = diff
     return out
