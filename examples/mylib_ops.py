@@ -77,3 +77,17 @@ def rms_norm_static_fp8_quant(result: torch.Tensor, input: torch.Tensor, weight:
 @rms_norm_static_fp8_quant.register_fake
 def _(result, input, weight, scale, epsilon) -> None:
     return None
+
+
+@torch.library.custom_op("mylib::fused_add_rms_norm_static_fp8_quant", mutates_args=("result", "residual"))
+def fused_add_rms_norm_static_fp8_quant(result: torch.Tensor, input: torch.Tensor, residual: torch.Tensor,
+                                        weight: torch.Tensor, scale: torch.Tensor, epsilon: float) -> None:
+    """``fused_add_rms_norm`` then the quant in one op: ``residual += input``, ``result = quant(rms_norm(residual))``
+    (``input`` is read, not written)."""
+    residual.add_(input)
+    result.copy_((_rms(residual, weight, epsilon).float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8))
+
+
+@fused_add_rms_norm_static_fp8_quant.register_fake
+def _(result, input, residual, weight, scale, epsilon) -> None:
+    return None

@@ -48,3 +48,13 @@ def _(call):
     call.tensor("scale", shape=(1,), dtype=torch.float32, domain="positive")
     call.out("result", shape=x.shape, dtype=mylib_ops.FP8)
     call.value("epsilon", EPSILONS)
+
+
+@op_rule(mylib.fused_add_rms_norm_static_fp8_quant)
+def _(call):
+    x = call.tensor("input", fits=lambda s: len(s) >= 1 and s[-1] > 0)
+    call.tensor("residual", like=x)
+    call.tensor("weight", shape=x.shape[-1:], dtype=x.dtype)
+    call.tensor("scale", shape=(1,), dtype=torch.float32, domain="positive")
+    call.out("result", shape=x.shape, dtype=mylib_ops.FP8)
+    call.value("epsilon", EPSILONS)
