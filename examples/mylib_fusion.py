@@ -39,24 +39,31 @@ def _written(af_node: fx.Node) -> fx.Node | None:
     return next((u for u in af_node.users if u.target is operator.getitem and u.args[1] == 1), None)
 
 
+def _quants_of(graph: fx.Graph, norm_op):
+    """``(quant, norm)`` pairs: a static quant whose input is the first write of a ``norm_op`` call,
+    which nothing else reads, and whose other arguments are none of the norm's writes (its new
+    residual as the scale, say: fusing would leave the fused node reading its own output)."""
+    for quant in list(graph.nodes):
+        if not _af(quant, mylib.static_scaled_fp8_quant.default):
+            continue
+        normed = quant.kwargs.get("input")
+        if normed is None or normed.target is not operator.getitem or normed.args[1] != 1:
+            continue
+        norm = normed.args[0]
+        if not _af(norm, norm_op) or len(normed.users) != 1 or any(
+                isinstance(v, fx.Node) and v.target is operator.getitem and v.args[0] is norm
+                for k, v in quant.kwargs.items() if k != "input"):
+            continue
+        yield quant, norm
+
+
 class RMSNormQuantFusionPass:
     """``rms_norm`` -> ``static_scaled_fp8_quant`` fused (a ``VllmInductorPass``-style callable)."""
 
     keep_epsilon = True
 
     def __call__(self, graph: fx.Graph) -> None:
-        for quant in list(graph.nodes):
-            if not _af(quant, mylib.static_scaled_fp8_quant.default):
-                continue
-            normed = quant.kwargs.get("input")
-            if normed is None or normed.target is not operator.getitem or normed.args[1] != 1:
-                continue
-            norm = normed.args[0]
-            if not _af(norm, mylib.rms_norm.default) or len(normed.users) != 1 \
-                    or any(v is normed for k, v in quant.kwargs.items() if k != "input"):
-                continue  # the norm's result is read elsewhere too (the quant's scale, say): it must stay
-            if any(u is not normed for u in norm.users if u.target is operator.getitem):
-                continue
+        for quant, norm in _quants_of(graph, mylib.rms_norm.default):
             epsilon = norm.kwargs["epsilon"] if self.keep_epsilon else DEFAULT_EPSILON
             with graph.inserting_before(quant):
                 fused = graph.call_function(AF, (mylib.rms_norm_static_fp8_quant.default,), {
@@ -85,17 +92,7 @@ class FusedAddRMSNormQuantFusionPass:
     rewire_residual = True
 
     def __call__(self, graph: fx.Graph) -> None:
-        for quant in list(graph.nodes):
-            if not _af(quant, mylib.static_scaled_fp8_quant.default):
-                continue
-            normed = quant.kwargs.get("input")
-            if normed is None or normed.target is not operator.getitem or normed.args[1] != 1:
-                continue
-            norm = normed.args[0]
-            if not _af(norm, mylib.fused_add_rms_norm.default) or len(normed.users) != 1 \
-                    or any(isinstance(v, fx.Node) and v.target is operator.getitem and v.args[0] is norm
-                           for k, v in quant.kwargs.items() if k != "input"):
-                continue  # the quant reads another write of the norm (its new residual as the scale, say)
+        for quant, norm in _quants_of(graph, mylib.fused_add_rms_norm.default):
             bases = norm.kwargs["_all_bases"]
             if set(norm.kwargs) - {"weight", "epsilon", "_input_base_index", "_residual_base_index", "_all_bases"}:
                 continue  # a written argument that is a view of its base: not this pattern
