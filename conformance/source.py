@@ -86,7 +86,7 @@ def _literal(value, names: dict) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_literal(k, names)}: {_literal(v, names)}" for k, v in value.items()) + "}"
     if isinstance(value, torch._ops.OpOverload):  # a higher-order op's wrapped op (auto_functionalized_v2's)
-        return f"torch.ops.{value.namespace}.{value.overloadpacket.__name__}.{value._overloadname}"
+        return _overload_path(value)
     raise _Unrenderable(f"{type(value).__name__} value {value!r} has no literal spelling")
 
 
@@ -225,8 +225,8 @@ def _resolve(path: str):
 
 def _registering_module(op) -> str | None:
     """The module a fresh process must import for ``op`` to exist: torch's own for its registered
-    namespaces, the defining module of a user's ``torch.library.custom_op`` (None where unknown, or
-    ``__main__``: the repro then relies on its target's module, imported first, registering it)."""
+    namespaces, the defining module of a user's ``torch.library.custom_op``; None where unknown (an
+    op registered from C++ or ``__main__``: the script then runs only where something registers it)."""
     if op.namespace in _REGISTERED_BY:
         return _REGISTERED_BY[op.namespace]
     opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(op._schema.name)
@@ -234,10 +234,14 @@ def _registering_module(op) -> str | None:
     return module if module and module != "__main__" and not module.startswith("torch") else None
 
 
+def _overload_path(op) -> str:
+    return f"torch.ops.{op.namespace}.{op.overloadpacket.__name__}.{op._overloadname}"
+
+
 def _candidate_paths(fn):
     name, module, qualname = (getattr(fn, a, None) for a in ("__name__", "__module__", "__qualname__"))
     if isinstance(fn, torch._ops.OpOverload):
-        yield f"torch.ops.{fn.namespace}.{fn.overloadpacket.__name__}.{fn._overloadname}"
+        yield _overload_path(fn)
     elif isinstance(fn, torch._ops.OpOverloadPacket):
         yield "torch.ops." + fn._qualified_op_name.replace("::", ".")
     elif isinstance(fn, torch._ops.HigherOrderOperator):

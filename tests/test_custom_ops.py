@@ -14,9 +14,9 @@ import sys
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import strategies
+from conformance.search.triggers import _draw_cases
 from strategies import InvalidArgument, custom_health, graphs, op_rule
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -56,18 +56,8 @@ def _(input, weight):
     return torch.empty_like(input * weight)
 
 
-def _draw(strategy, n: int, seed_value: int = 0) -> list:
-    cases = []
-
-    @settings(max_examples=n, database=None, deadline=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @seed(seed_value)
-    @given(strategy)
-    def collect(case):
-        cases.append(case)
-
-    collect()
-    return cases
+def _draw(strategy, n: int) -> list:
+    return _draw_cases(strategy, n, 0)  # the first n graphs at seed 0, as discovery draws them
 
 
 def _calls_of(case, namespace: str) -> list:

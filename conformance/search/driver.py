@@ -124,7 +124,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         ops: what graphs are drawn of (``graphs(ops=)``): catalog ops, and your own ops
             (``torch.ops.mylib.rms_norm.default``, ``"mylib::rms_norm"``, a namespace ``"mylib"``;
             comma-separated in a string), drawn from their schemas and ``op_rule``s among the catalog's
-            ops. With focus "auto", your ops the pass's code names are focus ops, chained pairwise.
+            ops. With focus "auto", your ops the pass's code names are focus ops, and the pairs of them
+            whose own graphs make the pass act are chained.
         sizes: "small" (tensors of at most 2048 elements: fast, and what failures shrink to) or
             "large" (a third of leaves hold 4096-65536 elements, a third of matmul dims are 65-256:
             past the size thresholds of real rewrites; the fp64 reference keeps long sums' rounding

@@ -421,8 +421,13 @@ def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
         except strategies.InvalidArgument:
             continue
         acted = []
-        _draw_cases(strategy, _EDGE_EXAMPLES, 0, until=lambda case: bool(_acts(put, case, timeout) and not acted.append(1)))
-        if acted:
+
+        def tried(case) -> bool:  # True ends the draw
+            acted.append(_acts(put, case, timeout))
+            return acted[-1]
+
+        _draw_cases(strategy, _EDGE_EXAMPLES, 0, until=tried)
+        if any(acted):
             acting.append((producer, consumer))
     return acting
 

@@ -220,11 +220,10 @@ class GraphBuilder:
                 return type(obj)(materialise(o) for o in obj)
             return obj
 
-        fresh_empty = {id(a) for a in (*args, *kwargs.values()) if isinstance(a, Fresh) and a.source is None}
-        named = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
-        empties = [name for name, a in named.items() if id(a) in fresh_empty]
+        names = [a.name for a in target._schema.arguments]
+        empties = [name for name, a in (dict(zip(names, args)) | kwargs).items() if isinstance(a, Fresh) and a.source is None]
         args, kwargs = materialise(tuple(args)), {k: materialise(v) for k, v in kwargs.items()}
-        named = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
+        named = dict(zip(names, args)) | kwargs
         written = {a.name: named[a.name] for a in target._schema.arguments
                    if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), Value)}
         for name, v in written.items():
@@ -492,9 +491,7 @@ def _run_custom(target, args, kwargs):
     """A user's op in eager: whatever it raises is a rejected draw (its kernel says the call is
     invalid), not only the errors torch's own kernels raise."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return run_eager(target, args, kwargs)
+        return run_eager(target, args, kwargs)  # (which silences the warnings eager raises)
     except StepRejected:
         raise
     except Exception as exc:  # noqa: BLE001 - a user kernel's refusal, whatever its type

@@ -14,12 +14,13 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from .._build.builder import Fresh, StepRejected, Value
+from .._build.builder import CONSTANT, Fresh, StepRejected, Value
 from .._catalog import vocabulary as C
 from .._catalog.custom import note_custom_call, rule_of
 from .._draws import choose, flag, integers
 from .._tensors import scalars
 from .operands import DrawContext, operand
+
 
 class RuleError(StepRejected):
     """An op_rule's own mistake (an argument its schema lacks, an out buffer it does not write):
@@ -62,7 +63,7 @@ class CallDraw:
     def _arg(self, name: str):
         if name not in self._args:
             raise RuleError(f"the op_rule of {self.spec.name} draws {name!r}, which its schema lacks "
-                               f"({', '.join(self._args)})")
+                            f"({', '.join(self._args)})")
         return self._args[name]
 
     def tensor(self, name: str, *, shape=None, dtype=None, dtypes=None, like=None, fits=None,
@@ -98,7 +99,7 @@ class CallDraw:
         arg = self._arg(name)
         if not _writes(arg):
             raise RuleError(f"the op_rule of {self.spec.name} makes {name!r} an out buffer, but the schema "
-                               f"does not mark it written (Tensor(a!))")
+                            f"does not mark it written (Tensor(a!))")
         if like is not None:
             shape, dtype = tuple(like.shape), dtype or like.dtype
         if shape is None:
@@ -120,7 +121,7 @@ class CallDraw:
     # --- the schema's own rules ------------------------------------------------------------------
     def _written(self, v: Value):
         """A written argument: the value itself (mutating graphs, one time in three), else a clone."""
-        if self._ctx.mutations and v.origin != "constant" and draw_third(self._draw):
+        if self._ctx.mutations and v.origin != CONSTANT and self._draw(integers(0, 2)) == 2:
             return v
         return Fresh(tuple(v.tensor.shape), v.tensor.dtype, source=v)
 
@@ -179,10 +180,6 @@ class CallDraw:
 
 def _writes(arg) -> bool:
     return arg.alias_info is not None and arg.alias_info.is_write
-
-
-def draw_third(draw) -> bool:
-    return draw(integers(0, 2)) == 2
 
 
 def rule_custom(draw, ctx: DrawContext, spec: C.OpSpec):
