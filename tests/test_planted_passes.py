@@ -6,7 +6,8 @@ Two checks per planted pass, so that a harness which misses one is at fault and 
   which the transformed graph behaves observably differently from the original (its trigger rate)
   is at least ``MIN_RATE``; for independent draws a 200-graph run would then miss it with
   probability below 0.95**200 < 1e-4 (one Hypothesis run's draws are correlated, so a single run's
-  rate varies around the true one by a factor of 2 or more: keep a margin);
+  rate varies around the true one by a factor of 2 or more: keep a margin). Measured in make sweep:
+  make test has tests/test_planted.py's search catch each bug in the same graphs;
 - real: one small hand-written graph on which the bug shows for certain.
 
 "Observably different" is judged on ``case.fresh_inputs()``: outputs differ in count, shape, dtype
@@ -235,6 +236,9 @@ CONDITIONS = {
 # --- reachable: trigger rates on generated graphs --------------------------------------------------------
 
 
+# The trigger rates are measured in make sweep: in make test, tests/test_planted.py's search catches
+# each planted bug in these graphs (reachable at all), and the hand-written graphs below show it is real.
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", [n for n in PLANTED if n not in PROCESS_KILLERS])
 def test_planted_bug_is_reachable_in_generated_graphs(name):
     cases = generated_cases(REACHABLE_WITH[name])
@@ -246,6 +250,7 @@ def test_planted_bug_is_reachable_in_generated_graphs(name):
                            f"but should be at least {floor:.0%}; redesign its trigger condition")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", PROCESS_KILLERS)
 def test_process_killer_condition_is_reachable_in_generated_graphs(name):
     cases = generated_cases(REACHABLE_WITH[name])
