@@ -113,8 +113,8 @@ def test_every_real_pass_is_classified():
     assert mutating | set(NEVER_FIRE_MUTATING) == set(MUTATING)
 
 
-# make test checks four of the passes, evenly spread; make sweep every one
-@pytest.mark.parametrize("name, kind", spread(FIRED_AT_M, 4, ids=lambda name, kind: f"{name}[{kind}]"))
+# make test checks two of the passes, evenly spread; make sweep every one
+@pytest.mark.parametrize("name, kind", spread(FIRED_AT_M, 2, ids=lambda name, kind: f"{name}[{kind}]"))
 def test_real_pass_still_fires(name, kind):
     result = verify(REAL_PASSES[name], graphs=kind, seed=0, max_examples=M, focus="auto", repro_dir=None, device="cpu",
                     shrink=False, **OPTIONS.get(name, {}))

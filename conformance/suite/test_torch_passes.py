@@ -845,16 +845,17 @@ def _budget(ir: str):
 
 
 def _pass_params():
-    """Every row; make test verifies a quarter of the rows that fire, evenly spread (``_tiers``: four
-    of 18; a row takes 2-20 s of CPU with its discovery on the 2-core AMD EPYC, the post-grad ones
-    the most), make sweep and make conformance all: each row is the same property, of another pass.
+    """Every row; make test verifies an eighth of the rows that fire, evenly spread (``_tiers``: two
+    of 18, a post-grad and a functorch pass; a row takes 2-20 s of CPU with its discovery on the
+    2-core AMD EPYC, the post-grad ones the most), make sweep and make conformance all: each row is
+    the same property, of another pass.
     A row that never fires is a strict xfail there (5-7 s a row, its discovery included, to learn
     again that nothing changed): make sweep's and make conformance's."""
     firing = [pytest.param(name, id=name) for name, row in PASSES.items() if not row.never_fires]
     idle = [pytest.param(name, id=name, marks=[
         pytest.mark.xfail(strict=True, reason=f"{TORCH}: never fires on drawn graphs: {row.never_fires}"),
         pytest.mark.sweep]) for name, row in PASSES.items() if row.never_fires]
-    return [*spread(firing, max(1, len(firing) // 4)), *idle]
+    return [*spread(firing, max(1, len(firing) // 8)), *idle]
 
 
 def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
