@@ -25,7 +25,11 @@ pytestmark = pytest.mark.conformance
 
 @pytest.fixture(scope="module")
 def fx_options(request):
-    config = request.config
+    return options_from(request.config)
+
+
+def options_from(config):
+    """``(pass, ensure, strategy, specials, dynamic, device)`` from the ``--fx-*`` options of ``config``."""
     target = config.getoption("fx_pass", default=None)
     if not target:
         pytest.skip("no --fx-pass given")
