@@ -4,7 +4,7 @@ its correct twin of the same shape is never flagged and is not vacuous (it fired
 budgets were measured on CPU draws (a CUDA machine draws other graphs), so the searches say
 device="cpu".
 
-make test runs every bug at one seed (``MAKE_TEST_SEED``), three twins at seed 0 on ``TWIN_BUDGET``
+make test runs every bug at one seed (``MAKE_TEST_SEED``), one twin at seed 0 on ``TWIN_BUDGET``
 graphs and one of the two chain bugs' focus comparisons; make sweep (and make nightly) every bug and every twin at seeds
 0-5 on 200 graphs, and the other comparison."""
 
