@@ -8,6 +8,12 @@ STAMP  := $(VENV)/.fx-conformance-installed
 PROFILE ?= fx-ci
 CONFORMANCE_PROFILE ?= dev
 
+# Byte code in __pycache__ (ignored by git): Python's for each module, pytest's for each test module
+# with its asserts rewritten. Where a machine sets PYTHONDONTWRITEBYTECODE, every process of a run (the
+# workers, each subprocess a test starts: about 40) compiled and rewrote them again, 2 s a pytest
+# process (measured on the 2-core AMD EPYC): the targets here write them.
+unexport PYTHONDONTWRITEBYTECODE
+
 # Trigger discovery's cache (conformance/search/trigger_cache.py): in the tree, not the user's home.
 export FX_CONFORMANCE_CACHE ?= $(CURDIR)/.fx-conformance-cache
 
