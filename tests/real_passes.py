@@ -23,7 +23,9 @@ Passes left out, and why:
 - ``canonicalize_quant_mapping``, ``decompose_triton_kernel_wrapper_functional``,
   ``decompose_scan_to_while_loop``, ``decompose_map_to_while_loop``: act on higher-order ops only
   (``invoke_quant_packed``, triton kernels, ``scan``, ``map``), which graphs drawn from an ATen op
-  catalog never hold; ``decompose_auto_functionalized`` is measured as the representative.
+  catalog never hold; ``decompose_auto_functionalized`` is measured as the representative (over a
+  user's out-variant ops, which post-grad graphs hold as ``auto_functionalized_v2``, it and
+  ``reinplace_inplaceable_ops`` fire: rows of conformance/suite/test_torch_passes.py).
 - ``binary_folding``, ``efficient_conv_bn_eval``, ``freezing_patterns``, ``b2b_gemm``, ``pad_mm``,
   ``group_batch_fusion`` (post-grad fusions are off by default: ``config.post_grad_fusion_options``
   is empty), ``micro_pipeline_tp``, ``ddp_fusion``, ``fsdp``/``bucketing``/``overlap_scheduling``:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import pathlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ pytestmark = pytest.mark.conformance
 aten = torch.ops.aten
 prims = torch.ops.prims
 TORCH = f"torch {torch.__version__.split('+')[0]}"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PG = "torch._inductor.fx_passes.post_grad:"
 JG = "torch._inductor.fx_passes.joint_graph:"
 INDUCTOR = "conformance.contexts:inductor"
@@ -106,6 +108,21 @@ class Row:
     never_fires: str = ""  # why drawn graphs never reach it (a strict xfail on firing)
     by_design: tuple = ()  # (property, regex): what the pass documents it does (accepted, not a finding)
     note: str = ""
+    ops: str | None = None  # graphs holding these user ops too (verify(ops=)), registered by ops_file
+    ops_file: str | None = None  # relative to the repository
+
+
+def reinplace_inplaceable_ops(gm):
+    """Inductor's reinplacing as ``post_grad_passes`` calls it, with the pipeline's ``FakeTensorUpdater``."""
+    from torch._inductor.fx_passes.reinplace import reinplace_inplaceable_ops as reinplace
+    from torch._inductor.fx_utils import FakeTensorUpdater
+
+    reinplace(FakeTensorUpdater(gm), gm.graph)
+
+
+# The example library's out-variant ops (examples/mylib_ops.py): in post-grad graphs, the
+# auto_functionalized_v2 nodes serving stacks' passes and Inductor's own work on.
+MYLIB = dict(ops="mylib", ops_file="examples/mylib_rules.py")
 
 
 PASSES = {
@@ -132,6 +149,11 @@ PASSES = {
                     "lifts every buffer to a placeholder"),
     "functorch.fx_graph_cse": Row("torch._functorch.compile_utils:fx_graph_cse", "post-grad", "mutating",
                                   seeds=cse_seeds),
+    # The same passes over a user's custom ops (issue 35): auto_functionalized_v2 nodes back to in-place calls.
+    "post_grad.decompose_auto_functionalized": Row(PG + "decompose_auto_functionalized", "post-grad", "mutating",
+                                                   **MYLIB),
+    "post_grad.reinplace_inplaceable_ops": Row("conformance.suite.test_torch_passes:reinplace_inplaceable_ops",
+                                               "post-grad", "mutating", context=INDUCTOR, **MYLIB),
     # Export passes: torch.export + run_decompositions(), the signature in gm.meta.
     "export.constant_fold": Row(
         "torch._export.passes.constant_folding:constant_fold", "export",
@@ -861,8 +883,12 @@ def _pass_params():
 def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
     """``verify()`` on pass ``name`` exactly as its row says (scripts/torch_passes_table.py too)."""
     row = PASSES[name]
+    if row.ops_file:  # imported as verify() imports a file target (its folder on sys.path for its neighbours)
+        from conformance.adapters import _import_file
+
+        _import_file(str(ROOT / row.ops_file))
     options = dict(ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                   ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants,
+                   ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants, ops=row.ops,
                    known=known_for(name), focus="none" if row.ir == "torch" else "auto", max_examples=max_examples,
                    seed=seed, repro_dir=None, shrink=False, timeout=30)
     return verify(row.target, **{**options, **overrides})
