@@ -143,6 +143,25 @@ def test_post_grad_graphs_hold_the_users_mutating_ops_as_auto_functionalized_v2(
     assert not any(_calls_of(c, "mylib") for c in cases)  # no mutating call is left bare
 
 
+def test_under_the_config_vllm_sets_post_grad_graphs_hold_auto_functionalized_v1_and_are_judged():
+    """vLLM turns ``torch._inductor.config.enable_auto_functionalized_v2`` off (its patterns are
+    written over v1): AOTAutograd then emits ``auto_functionalized`` nodes, and so do the drawn
+    post-grad graphs, which a pass over them (Inductor's own decomposition of them) is judged on."""
+    from torch._inductor import config
+
+    from conformance import verify
+
+    with config.patch(enable_auto_functionalized_v2=False):
+        cases = _draw(graphs(ops=["mylib"], max_nodes=6, ir="post-grad", device="cpu"), 15)
+        result = verify("torch._inductor.fx_passes.post_grad:decompose_auto_functionalized", ops="mylib",
+                        ir="post-grad", graphs="mutating", max_examples=12, seed=0, device="cpu", shrink=False,
+                        repro_dir=None)
+    targets = [n.target for c in cases for n in c.gm.graph.nodes]
+    assert torch.ops.higher_order.auto_functionalized in targets
+    assert torch.ops.higher_order.auto_functionalized_v2 not in targets
+    assert result.ok and result.changed >= 3, (result.fire_text, result.violations)
+
+
 def test_an_op_rule_that_names_an_argument_the_schema_lacks_is_reported_against_the_op():
     @torch.library.custom_op("fxc_test::plain", mutates_args=())
     def plain(input: torch.Tensor) -> torch.Tensor:
@@ -267,6 +286,29 @@ def test_a_de_functionalization_that_writes_a_buffer_still_read_later_is_caught_
     assert good.ok and good.changed >= 5, (good.changed, good.violations)
 
 
+def test_a_pattern_table_over_the_users_ops_is_a_pass_form_whose_pair_discovery_finds():
+    """vLLM's fusions are mostly ``PatternMatcherPass``es whose patterns are traced over the
+    ``auto_functionalized_v2`` form of its ops: the table is the pattern-table form, its patterns name
+    the ops they wrap (so discovery probes their pair and the search chains them), and its planted
+    twin, a replacement that keeps the epsilon it was traced with, is caught (at graph 3 of seed 1;
+    55 of seed 0). The correct table changed 21 of 60 graphs at seed 0 (the sweep: 200 at seeds 0-2)."""
+    from conformance import load_pass, verify
+    from conformance.search.static_triggers import static_triggers
+    from mylib_patterns import fuse_with_patterns
+
+    assert load_pass("mylib_patterns:fuse_with_patterns").form == "pattern-table"
+    assert {"mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default"} <= set(
+        static_triggers(fuse_with_patterns).missing)
+    bad = verify("mylib_patterns:fuse_with_patterns_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=10,
+                 seed=1, device="cpu", shrink=False, repro_dir=None)
+    assert [v.property for v in bad.violations] == ["values"], bad.violations
+    good = verify("mylib_patterns:fuse_with_patterns", ops="mylib", ir="post-grad", max_examples=20, seed=0,
+                  device="cpu", shrink=False, repro_dir=None)
+    assert good.ok and good.changed >= 3, (good.changed, good.violations)
+    assert [(e["producer"], e["consumer"]) for e in good.focus["edges"]] == [
+        ("mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default")]
+
+
 def test_verify_ops_names_what_it_cannot_find_in_one_line():
     from conformance import UsageError, verify
 
@@ -299,6 +341,12 @@ def test_the_fusion_and_its_planted_bug_over_200_graphs(seed_value, tmp_path):
     bad = verify("mylib_defunctionalize:fix_functionalization_ignoring_later_reads", ops="mylib", ir="post-grad",
                  max_examples=200, seed=seed_value, device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert {v.property for v in bad.violations} & {"values", "mutations"}
+    good = verify("mylib_patterns:fuse_with_patterns", ops="mylib", ir="post-grad", max_examples=200,
+                  seed=seed_value, device="cpu", repro_dir=str(tmp_path))
+    assert good.ok and good.changed >= 25, (good.changed, good.violations)  # 67, 80 and 37 at seeds 0-2
+    bad = verify("mylib_patterns:fuse_with_patterns_ignoring_epsilon", ops="mylib", ir="post-grad",
+                 max_examples=200, seed=seed_value, device="cpu", shrink=False, repro_dir=str(tmp_path))
+    assert "values" in {v.property for v in bad.violations}
 
 
 def test_the_pytest_plugin_draws_the_users_ops_with_fx_ops():

@@ -118,6 +118,8 @@ class _Walker:
         whose args hold further ``CallFunction``s), by catalog name."""
         if depth > 16 or not hasattr(expr, "fns") or not hasattr(expr, "args"):
             return
+        if expr.args and any(isinstance(fn, torch._ops.HigherOrderOperator) for fn in expr.fns):
+            self.op(expr.args[0], "pattern")  # auto_functionalized(_v2) over a user's op: the op it wraps
         children = [*_flat(expr.args), *_flat(getattr(expr, "kwargs", {}).values())]
         for child in children:
             if hasattr(child, "fns"):
