@@ -309,6 +309,31 @@ def test_a_pattern_table_over_the_users_ops_is_a_pass_form_whose_pair_discovery_
         ("mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default")]
 
 
+def test_the_cached_edges_of_a_users_ops_are_keyed_by_their_code_and_the_auto_functionalized_form(tmp_path):
+    """Confirmed user-op edges are cached beside discovery's entry: an edit of the library that
+    defines the ops (their kernels, fake impls) or of their rules, or the v1/v2 config, is another key."""
+    import importlib.util
+
+    from torch._inductor import config
+
+    from conformance.search.triggers import _user_ops_fingerprint
+
+    edges = [("mylib.rms_norm.default", "mylib.static_scaled_fp8_quant.default")]
+    first = _user_ops_fingerprint(edges)
+    assert _user_ops_fingerprint(edges) == first
+    with config.patch(enable_auto_functionalized_v2=False):
+        assert _user_ops_fingerprint(edges) != first
+    library = tmp_path / "fxc_fingerprint_ops.py"
+    library.write_text("import torch\n\n\n@torch.library.custom_op('fxc_fingerprint::twice', mutates_args=())\n"
+                       "def twice(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n")
+    spec = importlib.util.spec_from_file_location("fxc_fingerprint_ops", library)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    own = [("fxc_fingerprint.twice.default", "mylib.rms_norm.default")]
+    before = _user_ops_fingerprint(own)
+    library.write_text(library.read_text() + "# an edit of the kernel's module\n")
+    assert _user_ops_fingerprint(own) != before
+
+
 def test_verify_ops_names_what_it_cannot_find_in_one_line():
     from conformance import UsageError, verify
 

@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import operator
+import sys
 import time
 
 import torch
@@ -391,8 +393,9 @@ def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str
     discovery's aten probes never hold), the producer feeding the consumer, up to ``_EDGE_EXAMPLES``
     graphs each, stopping at the first the pass changes. In a forked child where this process may fork
     (a pass that kills its process then confirms nothing), else here."""
-    base = _cache_key(put, mutations)  # cached beside discovery's entry (the op library's code is not in the key)
-    key = None if base is None else hashlib.sha1(f"{base}|user-edges|{ir}|{device}|{edges}".encode()).hexdigest()[:20]
+    base = _cache_key(put, mutations)  # cached beside discovery's entry, with what the ops' graphs depend on
+    key = None if base is None else hashlib.sha1(
+        f"{base}|user-edges|{ir}|{device}|{edges}|{_user_ops_fingerprint(edges)}".encode()).hexdigest()[:20]
     if key is not None:
         try:
             return [tuple(e) for e in read_entry(key)["acting"]]
@@ -409,6 +412,31 @@ def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str
     if key is not None:
         write_entry(key, {"acting": [list(e) for e in acting]})
     return acting
+
+
+def _user_ops_fingerprint(edges) -> str:
+    """What a user op's graphs depend on besides the pass: its schema, the source of the module that
+    defined it (kernel and fake impl) and of its ``op_rule``, and which ``auto_functionalized`` form
+    AOTAutograd emits (``torch._inductor.config.enable_auto_functionalized_v2``, which vLLM turns off)."""
+    from strategies._catalog.custom import custom_rows, rule_of
+
+    parts = []
+    for name in sorted({n for edge in edges for n in edge}):
+        for row in custom_rows(name):
+            opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(row.overload._schema.name)
+            parts += [str(row.overload._schema), _source_digest(getattr(opdef, "_init_fn", None)),
+                      _source_digest(rule_of(row.overload))]
+    inductor = sys.modules.get("torch._inductor.config")  # not imported: its default
+    parts.append(str(getattr(inductor, "enable_auto_functionalized_v2", "default")))
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
+def _source_digest(fn) -> str:
+    try:
+        with open(inspect.getsourcefile(fn), "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()[:16]
+    except (TypeError, OSError):
+        return ""
 
 
 def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
