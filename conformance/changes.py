@@ -47,10 +47,12 @@ def _target(node: fx.Node) -> str:
     return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', repr(t))}"
 
 
-def node_keys(gm) -> list:
+def node_keys(gm, _depth: int = 0) -> list:
     """One key per node of ``gm`` (a GraphModule or a Graph), in graph order: equal keys compute the
-    same thing from the same inputs."""
+    same thing from the same inputs. A ``get_attr`` of a subgraph (a higher-order op's branch or
+    body) is keyed by the subgraph's nodes too: a pass that edits only a subgraph changed the graph."""
     graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
+    root = gm if isinstance(gm, fx.GraphModule) else graph.owning_module
     keys: dict = {}
     out = []
     position = 0
@@ -62,10 +64,23 @@ def node_keys(gm) -> list:
             args = _literal(node.args, keys.__getitem__)
             kwargs = _literal(node.kwargs, keys.__getitem__)
             text = f"{node.op}|{_target(node)}|{args}|{kwargs}"
+            sub = _subgraph(root, node) if _depth < 8 else None
+            if sub is not None:
+                text += "|" + ",".join(node_keys(sub, _depth + 1))
         key = hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
         keys[node] = key
         out.append(key)
     return out
+
+
+def _subgraph(root, node: fx.Node):
+    """The GraphModule a ``get_attr`` node fetches (a higher-order op's subgraph), or None."""
+    if node.op != "get_attr" or root is None:
+        return None
+    value = root
+    for atom in str(node.target).split("."):
+        value = getattr(value, atom, None)
+    return value if isinstance(value, fx.GraphModule) else None
 
 
 def _differ(a: list, b: list) -> int:

@@ -49,6 +49,13 @@ def structural_errors(gm: fx.GraphModule, n_inputs: int) -> list:
         gm.graph.lint()
     except Exception as exc:  # noqa: BLE001 - lint raises RuntimeError, AssertionError, KeyError...
         return [f"graph.lint() raised {type(exc).__name__}: {first_line(exc)}, but should pass"]
+    for name, sub in gm.named_modules():  # a higher-order op's subgraphs (cond's branches, a loop's body)
+        if isinstance(sub, fx.GraphModule) and sub is not gm:
+            try:
+                sub.graph.lint()
+            except Exception as exc:  # noqa: BLE001 - as above
+                return [f"subgraph {name}: graph.lint() raised {type(exc).__name__}: {first_line(exc)}, "
+                        "but should pass"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:
         names = ", ".join(n.name for n in placeholders)
