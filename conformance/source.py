@@ -307,8 +307,10 @@ def _node_error(node: fx.Node, reason) -> HarnessError:
     return HarnessError(f"cannot write node {node.name!r} ({node.op} {node.target!r}) as source: {reason}")
 
 
-def graph_parts(gm: fx.GraphModule) -> tuple:
-    """(modules to import, source of ``build_graph``) for ``gm``."""
+def graph_parts(gm: fx.GraphModule, function: str = "build_graph") -> tuple:
+    """(modules to import, source of ``function``, a ``def`` building ``gm``) for ``gm``. A
+    higher-order op's subgraphs (``cond``'s branches, fetched by ``get_attr``) get a ``def`` each,
+    written first, whose modules the graph's root holds under their names."""
     nodes, imports, reserved, rendered = list(gm.graph.nodes), set(), set(_RESERVED), {}
     for node in nodes:  # targets first: the modules they import are names node variables avoid
         try:
@@ -324,21 +326,42 @@ def graph_parts(gm: fx.GraphModule) -> tuple:
                 rendered[node, "type"] = _callable(node.type, imports, reserved)
         except _Unrenderable as exc:
             raise _node_error(node, exc) from None
-    buffers = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
+    fetched = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
+    subgraphs = [t for t in fetched if isinstance(_attribute(gm, t), fx.GraphModule)]
+    for target in subgraphs:
+        if "." in target:
+            raise _node_error(next(n for n in nodes if n.target == target), "a subgraph held by a submodule "
+                                                                             "is not supported")
+    buffers = [t for t in fetched if t not in subgraphs]
     names = _variables(nodes, reserved | {f"const{i}" for i in range(len(buffers))})
     explicit = _explicit_names(nodes)
     guards = list(dict.fromkeys(n.target for n in nodes if n.op == "call_module"))
-    out = ["def build_graph() -> fx.GraphModule:",
-           '    """The graph the pass was given, node for node (meta is re-attached by the harness)."""',
+    defs, builders = [], {}
+    for target in subgraphs:
+        builders[target] = f"{function}__{re.sub(r'[^0-9a-zA-Z_]', '_', target)}"
+        sub_imports, sub_source = graph_parts(_attribute(gm, target), builders[target])
+        imports.update(sub_imports)
+        defs.append(sub_source + "\n\n")
+    doc = "The graph the pass was given" if function == "build_graph" else "A subgraph of it"
+    out = [f"def {function}() -> fx.GraphModule:",
+           f'    """{doc}, node for node (meta is re-attached by the harness)."""',
            "    root = torch.nn.Module()", *_buffer_lines(gm, buffers, nodes),
-           *(f"    root.add_module({_str(t)}, ExportGuards())" for t in guards), "    g = fx.Graph()"]
+           *(f"    root.add_module({_str(t)}, ExportGuards())" for t in guards),
+           *(f"    root.add_module({_str(t)}, {builders[t]}())" for t in subgraphs), "    g = fx.Graph()"]
     for node in nodes:
         try:
             out.append("    " + _node_line(node, names, rendered, node in explicit))
         except _Unrenderable as exc:
             raise _node_error(node, exc) from None
-    prelude = _GUARDS if guards else ""
+    prelude = (_GUARDS if guards and function == "build_graph" else "") + "".join(defs)
     return sorted(imports), prelude + "\n".join([*out, "    return fx.GraphModule(root, g)"]) + "\n"
+
+
+def _attribute(gm: fx.GraphModule, target: str):
+    value = gm
+    for atom in target.split("."):
+        value = getattr(value, atom, None)
+    return value
 
 
 _GUARDS = '''class ExportGuards(torch.nn.Module):

@@ -5,6 +5,8 @@ that breaks one (validity lints every subgraph and names it)."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -75,3 +77,33 @@ def test_a_pass_that_breaks_a_branch_is_invalid_and_the_branch_is_named():
     verdict = check(leak_an_outer_value, _cond_graph(), (torch.ones(3),))
     messages = [v.message for v in verdict.violations if v.property == "validity"]
     assert messages and "subgraph true_graph_0" in messages[0], str(verdict)
+
+
+def test_the_graph_source_writes_each_branch_and_rebuilds_the_graph():
+    from conformance.source import graph_source
+
+    gm = _cond_graph()
+    namespace: dict = {"torch": torch, "fx": fx, "operator": operator}  # what a repro script imports first
+    exec(graph_source(gm), namespace)  # noqa: S102 - the harness's own repro source
+    rebuilt = namespace["build_graph"]()
+    assert [m.code for m in _branches(rebuilt)] == [m.code for m in _branches(gm)]
+    for x in (torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0])):
+        assert torch.equal(rebuilt(x)[0], gm(x)[0])
+
+
+def test_a_repro_script_of_a_branch_edit_rebuilds_the_branches_and_fails_alone(tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    from conformance.repro import write_repro
+
+    gm, inputs = _cond_graph(), (torch.tensor([1.0, 2.0, 3.0]),)
+    verdict = check(double_as_plus_two, gm, inputs)
+    script = write_repro(tmp_path, gm=gm, example_inputs=inputs, target="tests.test_higher_order_ops:double_as_plus_two",
+                         violation=verdict.violations[0])
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert ran.returncode == 1 and "values" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
