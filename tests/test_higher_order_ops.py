@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 
+import pytest
 import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -107,3 +108,69 @@ def test_a_repro_script_of_a_branch_edit_rebuilds_the_branches_and_fails_alone(t
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": root})
     assert ran.returncode == 1 and "values" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+
+
+# --- torch's own passes over graphs holding higher-order ops (issue 35, item 5) ----------------------
+
+
+def _block():
+    return make_fx(lambda t: (t.sin() * 2,))(torch.randn(3))
+
+
+def _with_a_cond(x):
+    y = x * 2
+    return (torch.cond(y.sum() > 0, lambda t: t.sin() + t.sin(), lambda t: t.cos(), (y,)), x * 2)
+
+
+def _calling_a_block_twice(x):
+    block = _block()
+    first = torch.ops.higher_order.invoke_subgraph(block, "block_0", x)[0]
+    again = torch.ops.higher_order.invoke_subgraph(block, "block_0", x + 1)[0]
+    return (first + again, x + 1)
+
+
+HOP_PROGRAMS = {"cond": (_with_a_cond, torch.ops.higher_order.cond),
+                "invoke_subgraph": (_calling_a_block_twice, torch.ops.higher_order.invoke_subgraph)}
+
+
+@pytest.mark.parametrize("target, kind", [("torch.fx.passes.dialect.common.cse_pass:CSEPass", "functional"),
+                                          ("torch._functorch.compile_utils:fx_graph_cse", "functional"),
+                                          ("torch.fx:Graph.eliminate_dead_code", "mutating")])
+@pytest.mark.parametrize("hop", sorted(HOP_PROGRAMS))
+def test_torchs_cse_and_dce_hold_on_drawn_graphs_holding_a_higher_order_op(target, kind, hop):
+    """Graphs drawn around a seed program holding a ``cond`` or an ``invoke_subgraph`` (examples,
+    embedded with fresh values: ``seed_graphs``) are run and judged with their subgraphs; the passes
+    hold and change them (seed 0, 20 graphs, cond and invoke_subgraph: CSEPass 14 and 11, of which 6
+    and 7 only removed dead code; fx_graph_cse 9 (3) and 4 (4); eliminate_dead_code 17 and 11)."""
+    from conformance import verify
+    from conformance.search.focus import resolve_seed_graphs
+    from conformance.search.triggers import _draw_cases
+    from strategies import Focus, graphs
+
+    program, op = HOP_PROGRAMS[hop]
+    seeds = resolve_seed_graphs([(program, (torch.randn(3),))])
+    drawn = _draw_cases(graphs(focus=Focus(seeds=seeds), device="cpu"), 10, 0)
+    assert any(n.target is op for case in drawn for n in case.gm.graph.nodes)
+    result = verify(target, seed_graphs=[(program, (torch.randn(3),))], graphs=kind, max_examples=20, seed=0,
+                    device="cpu", shrink=False, repro_dir=None, focus="none")
+    assert result.ok, [(v.property, v.message) for v in result.violations]
+    assert result.changed > 0, result.fire_text
+
+
+def _doubling_in_a_branch(x):
+    return (torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t.cos(), (x,)),)
+
+
+def test_a_branch_edit_is_caught_on_drawn_graphs_and_its_correct_twin_holds():
+    """The planted branch edit (``x * 2`` -> ``x + 2`` inside the branch) on graphs drawn around a
+    seed program whose ``cond`` doubles in one branch: caught; the exact rewrite (``x + x``) holds and
+    the change detector sees it (it edits nothing outside the subgraphs)."""
+    from conformance import verify
+
+    seeds = [(_doubling_in_a_branch, (torch.randn(3),))]
+    bad = verify(double_as_plus_two, seed_graphs=seeds, max_examples=20, seed=0, device="cpu", shrink=False,
+                 repro_dir=None, focus="none")
+    assert [v.property for v in bad.violations] == ["values"], bad.violations
+    good = verify(double_as_a_sum, seed_graphs=seeds, max_examples=20, seed=0, device="cpu", shrink=False,
+                  repro_dir=None, focus="none")
+    assert good.ok and good.changed >= 3, (good.fire_text, good.violations)

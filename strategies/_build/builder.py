@@ -8,6 +8,8 @@ The final graph therefore runs in eager by construction.
 
 from __future__ import annotations
 
+import copy
+
 import contextlib
 import faulthandler
 import logging
@@ -73,6 +75,7 @@ class GraphBuilder:
     fake_mode: object = None  # the shared FakeTensorMode that every meta['val'] belongs to
     n_calls: int = 0
     n_constants: int = 0
+    n_subgraphs: int = 0
     max_nodes: int = 64
     max_numel: int = MAX_NUMEL
     device: torch.device = torch.device("cpu")  # what the graph says (factories' device=)
@@ -108,6 +111,16 @@ class GraphBuilder:
         self.root.register_buffer(name, tensor)
         node = self.graph.get_attr(name)
         return self._add(Value(node, tensor, CONSTANT))
+
+    def add_subgraph(self, module: fx.GraphModule) -> Value:
+        """A higher-order op's subgraph (a ``cond`` branch, an ``invoke_subgraph`` body), held by the
+        graph's root and fetched by a ``get_attr`` node: a Value whose ``tensor`` is the module (an
+        argument of the call, never an operand drawn for another op). The module is a copy."""
+        name = f"subgraph{self.n_subgraphs}"
+        self.n_subgraphs += 1
+        self.root.add_module(name, copy.deepcopy(module))
+        node = self.graph.get_attr(name)
+        return Value(node, getattr(self.root, name), CONSTANT, pure=False)
 
     def _add(self, value: Value) -> Value:
         value.node.meta["val"] = self.fake_of(value.tensor)

@@ -87,8 +87,8 @@ def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> fr
     """
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
-    constants = [n for n in nodes if n.op == "get_attr"]
-    leaf_tensors = list(inputs) + [getattr(gm, n.target) for n in constants]
+    constants = [n for n in nodes if n.op == "get_attr" and isinstance(getattr(gm, n.target), torch.Tensor)]
+    leaf_tensors = list(inputs) + [getattr(gm, n.target) for n in constants]  # not a subgraph's module
     found: set = set()
     if any(not t.is_contiguous() for t in leaf_tensors):
         found.add("non-contiguous")

@@ -13,6 +13,7 @@ there: what came before stays in the graph.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +68,7 @@ def seed_step(draw, ctx) -> None:
     seed = choose(draw, ctx.seeds)
     b = ctx.builder
     env: dict = {}
+    results: dict = {}  # a higher-order op's node in the seed -> the Values of its getitems
     inputs = iter(seed.example_inputs)
     last = None
     try:
@@ -75,13 +77,20 @@ def seed_step(draw, ctx) -> None:
                 env[node] = _bind_input(draw, ctx, next(inputs))
             elif node.op == "get_attr":
                 attr = getattr(seed.gm, node.target, None)
+                if isinstance(attr, fx.GraphModule):  # a higher-order op's subgraph
+                    env[node] = b.add_subgraph(attr)
+                    continue
                 if not isinstance(attr, torch.Tensor) or not ctx.constants:
                     raise StepRejected(f"seed constant {node.target} cannot be embedded")
                 env[node] = b.add_constant(attr.detach().clone())
+            elif node.op == "call_function" and node.target is operator.getitem and node.args[0] in results:
+                env[node] = last = results[node.args[0]][node.args[1]]  # one result of a higher-order op
             elif node.op == "call_function":
                 if b.n_calls >= ctx.max_nodes:
                     break
                 env[node] = last = _replay(draw, ctx, node, env)
+                if isinstance(node.target, torch._ops.HigherOrderOperator):
+                    results[node] = _results_of(b, last)
     except StepRejected:
         pass  # a partial seed is still a graph
     if last is not None:
@@ -102,8 +111,25 @@ def _bind_input(draw, ctx, example: torch.Tensor):
     return b.add_input(base, layout)
 
 
+def _results_of(b, first) -> dict:
+    """The Values of a call's getitems, by index, from the first one's (``GraphBuilder.call``)."""
+    call = first.node.args[0]
+    return {user.args[1]: b.value_of(user) for user in call.users if user.target is operator.getitem}
+
+
+# The higher-order ops a seed program may hold: run, fake-propagated and drawn around like any call.
+SEED_HOPS = ("cond", "invoke_subgraph")
+
+
 def _replay(draw, ctx, node: fx.Node, env: dict):
     target = node.target
+    if isinstance(target, torch._ops.HigherOrderOperator) and target.name() in SEED_HOPS:
+        args = tuple(env[a] if isinstance(a, fx.Node) else a for a in node.args)
+        args = tuple(type(a)(env[x] if isinstance(x, fx.Node) else x for x in a) if isinstance(a, (tuple, list))
+                     else a for a in args)
+        if any(isinstance(a, fx.Node) for a in node.kwargs.values()):
+            raise StepRejected(f"seed node {target.name()} takes nodes by keyword")
+        return ctx.builder.call(None, target, args, dict(node.kwargs))
     if not isinstance(target, torch._ops.OpOverload):
         raise StepRejected(f"seed node {target} is not an ATen op")
     rows = rows_named(target)
