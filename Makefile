@@ -18,11 +18,14 @@ unexport PYTHONDONTWRITEBYTECODE
 export FX_CONFORMANCE_CACHE ?= $(CURDIR)/.fx-conformance-cache
 
 WORKERS ?= auto
-# Each test file runs whole in one worker (--dist loadfile): a module's set-up (its fixtures, what it
-# draws once and caches, the kernels it compiles) is paid once, not in every worker its tests went to
-# (worksteal spread them: 13 min of CPU for make test, 10.5 with loadfile, on the 2-core AMD EPYC).
-# The files go out in collection order, the longest first (conftest.py), the short ones behind them.
-PYTEST_FLAGS = -q -p no:cacheprovider --dist loadfile --hypothesis-profile=$(PROFILE)
+PYTEST_FLAGS = -q -p no:cacheprovider --hypothesis-profile=$(PROFILE)
+# make test: each test file runs whole in one worker (--dist loadfile), so a module's set-up (its
+# fixtures, what it draws once and caches, the kernels it compiles) is paid once, not in every worker
+# its tests went to (worksteal spread them: 13 min of CPU for make test, 10.7 with loadfile, on the
+# 2-core AMD EPYC). The files go out in collection order, the longest first (conftest.py). The
+# sweeps, whose long tests crowd into a few files (every torch-pass row at every seed), steal work.
+DIST_TEST := --dist loadfile
+DIST_SWEEP := --dist worksteal
 # Tests whose expected values come from eager CPU kernels (docs/design.md, "Where it runs").
 # (benchmarks/test_kernels.py's smoke run checks the golden graphs' kernels, which
 # test_pointwise_golden.py judges here, and Inductor's, whose compile is 11 s a run: not repeated.)
@@ -71,18 +74,18 @@ DOCTESTED := strategies reference_lowering $(wildcard conformance/*.py) conforma
 test: $(STAMP)
 	@caps="$$($(VPY) -c "$$HELD_CAPABILITIES" $(CAPABILITIES))"; main="$${caps##* }"; \
 	echo "make test under ATEN_CPU_CAPABILITY=$${main:-(this CPU's own)}"; \
-	env $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) \
+	env $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) $(DIST_TEST) \
 		-n $(WORKERS) -m "not sweep" --benchmark-disable --doctest-modules \
 		-W ignore::hypothesis.errors.NonInteractiveExampleWarning || exit 1; \
 	for cap in $$caps; do \
 		[ "$$cap" = "$$main" ] && continue; \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
-		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) -n $(WORKERS) --benchmark-disable \
+		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) $(DIST_TEST) -n $(WORKERS) --benchmark-disable \
 			|| exit 1; \
 	done
 
 sweep: $(STAMP)
-	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
+	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)
@@ -99,7 +102,7 @@ bench: $(STAMP)
 # and exits 1 on a regression against the last run on this machine kind (gate median:5%).
 nightly: $(STAMP)
 	mkdir -p $(NIGHTLY_DIR)
-	-$(VPY) -m pytest tests $(PYTEST_FLAGS) -n $(WORKERS) -m sweep
+	-$(VPY) -m pytest tests $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 	-$(VENV)/bin/fx-conformance run --profile $(NIGHTLY_PROFILE) -- --fx-summary-json $(NIGHTLY_DIR)/conformance.json
 	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json $(NIGHTLY_DIR)/benchmarks.json
 	env -u TRITON_INTERPRET TRITON_DEFAULT_FP_FUSION=0 $(VPY) -m benchmarks.static_kernels $(NIGHTLY_DIR)/static.json
