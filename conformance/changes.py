@@ -22,6 +22,8 @@ import hashlib
 import torch
 import torch.fx as fx
 
+from .copies import attr_or_none
+
 
 def _literal(value, key) -> str:
     if isinstance(value, fx.Node):
@@ -77,9 +79,7 @@ def _subgraph(root, node: fx.Node):
     """The GraphModule a ``get_attr`` node fetches (a higher-order op's subgraph), or None."""
     if node.op != "get_attr" or root is None:
         return None
-    value = root
-    for atom in str(node.target).split("."):
-        value = getattr(value, atom, None)
+    value = attr_or_none(root, str(node.target))
     return value if isinstance(value, fx.GraphModule) else None
 
 

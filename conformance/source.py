@@ -22,7 +22,10 @@ import sys
 import torch
 import torch.fx as fx
 
+from strategies._catalog.custom import defining_function
+
 from ._errors import HarnessError
+from .copies import attr_or_none
 
 WIDTH = 100  # longest line of a wrapped literal
 _PRELOADED = {"torch", "torch._C", "torch.ops", "operator", "builtins"}  # the script imports these
@@ -229,8 +232,7 @@ def _registering_module(op) -> str | None:
     op registered from C++ or ``__main__``: the script then runs only where something registers it)."""
     if op.namespace in _REGISTERED_BY:
         return _REGISTERED_BY[op.namespace]
-    opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(op._schema.name)
-    module = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    module = getattr(defining_function(op), "__module__", None)
     return module if module and module != "__main__" and not module.startswith("torch") else None
 
 
@@ -327,7 +329,7 @@ def graph_parts(gm: fx.GraphModule, function: str = "build_graph") -> tuple:
         except _Unrenderable as exc:
             raise _node_error(node, exc) from None
     fetched = list(dict.fromkeys(n.target for n in nodes if n.op == "get_attr"))
-    subgraphs = [t for t in fetched if isinstance(_attribute(gm, t), fx.GraphModule)]
+    subgraphs = [t for t in fetched if isinstance(attr_or_none(gm, t), fx.GraphModule)]
     for target in subgraphs:
         if "." in target:
             raise _node_error(next(n for n in nodes if n.target == target), "a subgraph held by a submodule "
@@ -339,7 +341,7 @@ def graph_parts(gm: fx.GraphModule, function: str = "build_graph") -> tuple:
     defs, builders = [], {}
     for target in subgraphs:
         builders[target] = f"{function}__{re.sub(r'[^0-9a-zA-Z_]', '_', target)}"
-        sub_imports, sub_source = graph_parts(_attribute(gm, target), builders[target])
+        sub_imports, sub_source = graph_parts(attr_or_none(gm, target), builders[target])
         imports.update(sub_imports)
         defs.append(sub_source + "\n\n")
     doc = "The graph the pass was given" if function == "build_graph" else "A subgraph of it"
@@ -355,13 +357,6 @@ def graph_parts(gm: fx.GraphModule, function: str = "build_graph") -> tuple:
             raise _node_error(node, exc) from None
     prelude = (_GUARDS if guards and function == "build_graph" else "") + "".join(defs)
     return sorted(imports), prelude + "\n".join([*out, "    return fx.GraphModule(root, g)"]) + "\n"
-
-
-def _attribute(gm: fx.GraphModule, target: str):
-    value = gm
-    for atom in target.split("."):
-        value = getattr(value, atom, None)
-    return value
 
 
 _GUARDS = '''class ExportGuards(torch.nn.Module):
@@ -388,9 +383,7 @@ def _buffer_lines(gm: fx.GraphModule, targets: list, nodes: list) -> list:
     """Each get_attr constant registered on ``root`` (and the submodules of dotted targets)."""
     values = []
     for target in targets:
-        value = gm
-        for attr in target.split("."):
-            value = getattr(value, attr, None)
+        value = attr_or_none(gm, target)
         if not isinstance(value, torch.Tensor):
             node = next(n for n in nodes if n.op == "get_attr" and n.target == target)
             raise _node_error(node, f"it reads a {type(value).__name__}, but only tensor constants "

@@ -40,6 +40,7 @@ from hypothesis.errors import Unsatisfiable
 
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
+from strategies._catalog.custom import custom_rows, defining_function, rule_of
 from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
 from strategies._draw.support import cpu_support
 
@@ -418,13 +419,10 @@ def _user_ops_fingerprint(edges) -> str:
     """What a user op's graphs depend on besides the pass: its schema, the source of the module that
     defined it (kernel and fake impl) and of its ``op_rule``, and which ``auto_functionalized`` form
     AOTAutograd emits (``torch._inductor.config.enable_auto_functionalized_v2``, which vLLM turns off)."""
-    from strategies._catalog.custom import custom_rows, rule_of
-
     parts = []
     for name in sorted({n for edge in edges for n in edge}):
         for row in custom_rows(name):
-            opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(row.overload._schema.name)
-            parts += [str(row.overload._schema), _source_digest(getattr(opdef, "_init_fn", None)),
+            parts += [str(row.overload._schema), _source_digest(defining_function(row.overload)),
                       _source_digest(rule_of(row.overload))]
     inductor = sys.modules.get("torch._inductor.config")  # not imported: its default
     parts.append(str(getattr(inductor, "enable_auto_functionalized_v2", "default")))

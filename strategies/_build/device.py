@@ -17,6 +17,7 @@ import threading
 
 import torch
 
+from .._catalog.vocabulary import overload_name
 from .._errors import InvalidArgument
 
 RNG_SEED = 0  # the global generator's seed before every run of a graph with random ops
@@ -28,11 +29,9 @@ _COMPOSITE = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "Composi
 
 def op_name(target) -> str:
     """``aten.mm.default`` for an OpOverload (the catalog's row names); ``str`` of anything else."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
+    if getattr(target, "_schema", None) is None:
         return getattr(target, "__name__", str(target))
-    namespace, packet = schema.name.split("::")
-    return f"{namespace}.{packet}.{target._overloadname}"
+    return overload_name(target)
 
 
 def signature(args, kwargs) -> tuple:

@@ -20,7 +20,7 @@ import dataclasses
 
 import torch
 
-from .vocabulary import CUSTOM, CUSTOM_CALL, FLOAT, OpSpec
+from .vocabulary import CUSTOM, CUSTOM_CALL, FLOAT, OpSpec, overload_name
 
 # Namespaces that are torch's own: their ops are the catalog's (aten, quantized_decomposed) or
 # what the tracers and compilers emit (prims, inductor, higher_order...), never a user's rows.
@@ -109,6 +109,13 @@ def _named(name: str) -> tuple:
     return tuple(getattr(packet, o) for o in packet.overloads())
 
 
+def defining_function(overload):
+    """The Python function a ``torch.library.custom_op`` was defined from (its module registers the
+    op), or None (an op registered another way: from C++, ``torch.library.Library``)."""
+    opdef = getattr(torch._library.custom_ops, "OPDEFS", {}).get(overload._schema.name)
+    return getattr(opdef, "_init_fn", None)
+
+
 def custom_rows(item) -> tuple:
     """One catalog row per user op ``item`` names (the same row object each time), or ()."""
     out = []
@@ -180,12 +187,9 @@ def note_custom_call(overload, error: str | None) -> None:
 
 def custom_health() -> dict:
     """``{op name: CustomHealth}`` of every user op drawn in this process (a copy)."""
-    out = {}
-    for overload, health in _HEALTH.items():
-        namespace, packet = overload._schema.name.split("::")
-        out[f"{namespace}.{packet}.{overload._overloadname}"] = dataclasses.replace(
-            health, failed=collections.Counter(health.failed), example=dict(health.example))
-    return out
+    return {overload_name(overload): dataclasses.replace(health, failed=collections.Counter(health.failed),
+                                                        example=dict(health.example))
+            for overload, health in _HEALTH.items()}
 
 
 def custom_health_since(before: dict) -> dict:

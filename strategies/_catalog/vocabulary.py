@@ -134,6 +134,12 @@ class Kwarg:
     required: bool = False
 
 
+def overload_name(overload: torch._ops.OpOverload) -> str:
+    """``<namespace>.<packet>.<overload>`` of an OpOverload (``aten.add.Tensor``, ``mylib.rms_norm.default``)."""
+    namespace, packet = overload._schema.name.split("::")
+    return f"{namespace}.{packet}.{overload._overloadname}"
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """One row of the op catalog.
@@ -155,8 +161,7 @@ class OpSpec:
     @property
     def name(self) -> str:
         """``<namespace>.<packet>.<overload>`` (``aten.add.Tensor``), the name users pass in ``ops=``."""
-        namespace, packet = self.overload._schema.name.split("::")
-        return f"{namespace}.{packet}.{self.overload._overloadname}"
+        return overload_name(self.overload)
 
     @property
     def draws_whole_call(self) -> bool:
