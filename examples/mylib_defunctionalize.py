@@ -59,10 +59,10 @@ class FixFunctionalizationPass:
     mind_later_reads = True
 
     def __call__(self, graph: fx.Graph) -> None:
+        order = {n: i for i, n in enumerate(graph.nodes)}  # positions; an in-place call takes its node's
         for af in list(graph.nodes):
             if af.op != "call_function" or af.target is not AF or not str(af.args[0]).startswith("mylib."):
                 continue
-            order = {n: i for i, n in enumerate(graph.nodes)}
             written, bases = _whole_bases(af), af.kwargs["_all_bases"]
             if written is None or not all(map(_own_buffer, bases)) or len(set(bases)) != len(bases):
                 continue
@@ -75,6 +75,7 @@ class FixFunctionalizationPass:
             with graph.inserting_before(af):
                 call = graph.call_function(af.args[0], (), arguments)
             call.meta["val"] = None  # an out-variant op returns nothing
+            order[call] = order[af]
             for item in list(af.users):  # [0]: the op's result (None); [1 + i]: base i's new value
                 if item.args[1] >= 1:
                     item.replace_all_uses_with(buffers[item.args[1] - 1])

@@ -8,9 +8,8 @@ The final graph therefore runs in eager by construction.
 
 from __future__ import annotations
 
-import copy
-
 import contextlib
+import copy
 import faulthandler
 import logging
 import operator
@@ -238,7 +237,7 @@ class GraphBuilder:
         args, kwargs = materialise(tuple(args)), {k: materialise(v) for k, v in kwargs.items()}
         named = dict(zip(names, args)) | kwargs
         written = {a.name: named[a.name] for a in target._schema.arguments
-                   if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), Value)}
+                   if writes(a) and isinstance(named.get(a.name), Value)}
         for name, v in written.items():
             if not writable(v):
                 raise StepRejected(f"'{name}' is a constant or has overlapping memory")
@@ -426,6 +425,8 @@ def _signature(obj, storages: dict):
     if isinstance(obj, torch.Tensor):
         where = storages.setdefault(storage_key(obj) or id(obj), len(storages))
         return ("T", tuple(obj.shape), obj.stride(), obj.storage_offset(), obj.dtype, obj.device.type, where)
+    if isinstance(obj, fx.GraphModule):  # a higher-order op's subgraph: by its code (each draw copies it)
+        return ("G", obj.code)
     if isinstance(obj, (tuple, list)):
         return (type(obj).__name__, *(_signature(o, storages) for o in obj))
     if isinstance(obj, dict):
@@ -498,6 +499,11 @@ def writable(value: Value, *, metadata: bool = False) -> bool:
     if value.origin == CONSTANT:
         return False
     return metadata or no_internal_overlap(value.tensor)
+
+
+def writes(argument) -> bool:
+    """Whether a schema argument is one the op writes (``Tensor(a!)``)."""
+    return argument.alias_info is not None and argument.alias_info.is_write
 
 
 def _run_custom(target, args, kwargs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from .._build.builder import CONSTANT, Fresh, StepRejected, Value
+from .._build.builder import CONSTANT, Fresh, StepRejected, Value, writes
 from .._catalog import vocabulary as C
 from .._catalog.custom import note_custom_call, rule_of
 from .._draws import choose, flag, integers
@@ -81,7 +81,7 @@ class CallDraw:
                         make_shape=lambda d: self._leaf_shape(d, fits))
         else:
             v = operand(self._draw, self._ctx, dtypes_ok=ok, domain=domain, like=self._first)
-        if _writes(arg):
+        if writes(arg):
             self.drawn[name] = self._written(v)
         else:
             self.drawn[name] = v
@@ -97,7 +97,7 @@ class CallDraw:
 
     def out(self, name: str, *, shape=None, dtype=None, like=None) -> torch.Tensor:
         arg = self._arg(name)
-        if not _writes(arg):
+        if not writes(arg):
             raise RuleError(f"the op_rule of {self.spec.name} makes {name!r} an out buffer, but the schema "
                             f"does not mark it written (Tensor(a!))")
         if like is not None:
@@ -129,10 +129,10 @@ class CallDraw:
         """Draw ``arg`` from its type (an optional one may be left to its default)."""
         draw, ctx = self._draw, self._ctx
         kind = str(arg.type)
-        if arg.has_default_value() and flag(draw) is False:
+        if arg.has_default_value() and not flag(draw):
             return  # left out: its default
         if kind == "Tensor":
-            if _writes(arg) and self._first is not None:
+            if writes(arg) and self._first is not None:
                 self.tensor(arg.name, shape=self._first.tensor.shape, dtype=self._first.tensor.dtype)
             else:
                 self.tensor(arg.name)
@@ -176,10 +176,6 @@ class CallDraw:
             else:
                 args.append(self.drawn[arg.name])
         return tuple(args), kwargs
-
-
-def _writes(arg) -> bool:
-    return arg.alias_info is not None and arg.alias_info.is_write
 
 
 def rule_custom(draw, ctx: DrawContext, spec: C.OpSpec):

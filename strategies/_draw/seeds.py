@@ -84,6 +84,8 @@ def seed_step(draw, ctx) -> None:
                     raise StepRejected(f"seed constant {node.target} cannot be embedded")
                 env[node] = b.add_constant(attr.detach().clone())
             elif node.op == "call_function" and node.target is operator.getitem and node.args[0] in results:
+                if node.args[1] not in results[node.args[0]]:  # the node budget left that result out
+                    raise StepRejected(f"seed node {node.name}: its result was not kept")
                 env[node] = last = results[node.args[0]][node.args[1]]  # one result of a higher-order op
             elif node.op == "call_function":
                 if b.n_calls >= ctx.max_nodes:
@@ -124,12 +126,7 @@ SEED_HOPS = ("cond", "invoke_subgraph")
 def _replay(draw, ctx, node: fx.Node, env: dict):
     target = node.target
     if isinstance(target, torch._ops.HigherOrderOperator) and target.name() in SEED_HOPS:
-        args = tuple(env[a] if isinstance(a, fx.Node) else a for a in node.args)
-        args = tuple(type(a)(env[x] if isinstance(x, fx.Node) else x for x in a) if isinstance(a, (tuple, list))
-                     else a for a in args)
-        if any(isinstance(a, fx.Node) for a in node.kwargs.values()):
-            raise StepRejected(f"seed node {target.name()} takes nodes by keyword")
-        return ctx.builder.call(None, target, args, dict(node.kwargs))
+        return ctx.builder.call(None, target, _replayed(node.args, env), _replayed(dict(node.kwargs), env))
     if not isinstance(target, torch._ops.OpOverload):
         raise StepRejected(f"seed node {target} is not an ATen op")
     rows = rows_named(target)
@@ -141,12 +138,8 @@ def _replay(draw, ctx, node: fx.Node, env: dict):
     positional = [a.name for a in target._schema.arguments if not a.kwarg_only]
 
     def arg(a, name=None):
-        if isinstance(a, fx.Node):
-            if a not in env:
-                raise StepRejected(f"seed node {a.name} was not replayed")
-            return env[a]
-        if isinstance(a, (list, tuple)):
-            return type(a)(arg(x) for x in a)
+        if isinstance(a, (fx.Node, list, tuple)):
+            return _replayed(a, env)
         if (name in scalar_params and isinstance(a, (int, float)) and not isinstance(a, bool) and ctx.scalar_pool
                 and draw(integers(0, 3)) == 3):
             return _mutated_scalar(draw, ctx, a)  # a literal operand, not a dim or a size
@@ -158,6 +151,19 @@ def _replay(draw, ctx, node: fx.Node, env: dict):
     if math.prod(value.tensor.shape) > MAX_NUMEL:
         raise StepRejected("seed value too large")
     return value
+
+
+def _replayed(a, env: dict):
+    """A seed node's argument with each seed node in it replaced by the Value it was replayed as."""
+    if isinstance(a, fx.Node):
+        if a not in env:
+            raise StepRejected(f"seed node {a.name} was not replayed")
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_replayed(x, env) for x in a)
+    if isinstance(a, dict):
+        return {k: _replayed(v, env) for k, v in a.items()}
+    return a
 
 
 def _mutated_scalar(draw, ctx, a):
