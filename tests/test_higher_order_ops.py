@@ -174,3 +174,21 @@ def test_a_branch_edit_is_caught_on_drawn_graphs_and_its_correct_twin_holds():
     good = verify(double_as_a_sum, seed_graphs=seeds, max_examples=20, seed=0, device="cpu", shrink=False,
                   repro_dir=None, focus="none")
     assert good.ok and good.changed >= 3, (good.fire_text, good.violations)
+
+
+def _cond_of_two_results(x):
+    sin, cos = torch.cond(x.sum() > 0, lambda t: (t.sin(), t.cos()), lambda t: (t.cos(), t.sin()), (x,))
+    return (sin * cos,)
+
+
+def test_a_seed_whose_higher_order_op_outgrows_the_node_budget_is_cut_there():
+    """With room for the cond and its first result only, the seed is embedded up to there (a partial
+    seed is still a graph), never a draw that fails."""
+    from conformance.search.focus import resolve_seed_graphs
+    from conformance.search.triggers import _draw_cases
+    from strategies import Focus, graphs
+
+    seeds = resolve_seed_graphs([(_cond_of_two_results, (torch.randn(3),))])
+    for max_nodes in (4, 5, 8):
+        drawn = _draw_cases(graphs(focus=Focus(seeds=seeds, share=1.0), max_nodes=max_nodes, device="cpu"), 10, 0)
+        assert drawn and all(len([n for n in c.gm.graph.nodes if n.op == "call_function"]) <= max_nodes for c in drawn)
