@@ -21,3 +21,12 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(items):
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+def pytest_collection_finish(session):
+    """What collection imported (torch, the generator, every test module) lives as long as the run:
+    it is frozen out of the garbage collector, so each full collection walks only what tests make."""
+    import gc
+
+    gc.collect()
+    gc.freeze()

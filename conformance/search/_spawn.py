@@ -28,6 +28,7 @@ context; it loads the pass once (``_wire.pass_recipe``) and then judges the exam
 from __future__ import annotations
 
 import faulthandler
+import gc
 import importlib
 import multiprocessing
 import os
@@ -179,6 +180,8 @@ def _serve(conn, recipe: bytes, forked_from_server: bool) -> None:
         put, checker = load_recipe(recipe)
         if checker.device == "cuda":
             torch.cuda.init()  # the context, before examples' timeouts start counting
+        gc.collect()
+        gc.freeze()  # the imports and the pass stay: kept out of every later full collection
     except BaseException as exc:  # noqa: BLE001 - reported, then this worker leaves
         conn.send_bytes(pickle.dumps(("failed", f"{type(exc).__name__}: {exc}")))
         return

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import faulthandler
+import gc
 import os
 import pickle
 import select
@@ -140,9 +141,14 @@ def in_forked_child() -> None:
     enters a parallel region waits forever for team threads that fork did not copy (seen: oneDNN's
     gelu under libgomp). With one thread, ATen and oneDNN run kernels inline and never enter one;
     the graphs a search runs are small. A crash in the child is the finding, so no C traceback.
+
+    What the child inherited is frozen out of its garbage collector (``gc.freeze``): a full
+    collection would walk the parent's whole heap and, writing every object's GC header, copy each
+    page of it.
     """
     import torch
 
+    gc.freeze()
     faulthandler.disable()
     torch.set_num_threads(1)
 
