@@ -49,12 +49,13 @@ def _target(node: fx.Node) -> str:
     return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', repr(t))}"
 
 
-def node_keys(gm, _depth: int = 0) -> list:
+def node_keys(gm, _depth: int = 0, root=None) -> list:
     """One key per node of ``gm`` (a GraphModule or a Graph), in graph order: equal keys compute the
     same thing from the same inputs. A ``get_attr`` of a subgraph (a higher-order op's branch or
-    body) is keyed by the subgraph's nodes too: a pass that edits only a subgraph changed the graph."""
+    body) is keyed by the subgraph's nodes too: a pass that edits only a subgraph changed the graph.
+    ``root``: the module a Graph's ``get_attr`` nodes read (default: the graph's owner)."""
     graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
-    root = gm if isinstance(gm, fx.GraphModule) else graph.owning_module
+    root = gm if isinstance(gm, fx.GraphModule) else (root if root is not None else graph.owning_module)
     keys: dict = {}
     out = []
     position = 0
@@ -105,7 +106,8 @@ def _dead_code_removed_keys(before) -> list:
         if isinstance(before, fx.GraphModule) and any(n.op == "call_module" for n in graph.nodes):
             fx.GraphModule(before, graph)  # owns the copy: a call_module's purity is its module's (_guards_fn)
     graph.eliminate_dead_code()
-    return node_keys(graph)
+    # keyed with before's subgraphs, as before's own keys are (a copied Graph has no owner)
+    return node_keys(graph, root=before if isinstance(before, fx.GraphModule) else None)
 
 
 def _less_dead_code(before_keys: list, after_keys: list, live_keys: list) -> bool:

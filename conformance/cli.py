@@ -52,7 +52,7 @@ def _verify(args) -> int:
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
-                        ops=args.ops, reporter=ConsoleReporter(verbose=args.verbose))
+                        ops=args.ops, hops=args.hops, reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -180,6 +180,9 @@ def _add_verify(sub) -> None:
     v.add_argument("--sizes", choices=("small", "large"), default="small",
                    help="large: some tensors of 4096-65536 elements and matmul dims over 64, past the size "
                         "thresholds real rewrites check (default small: fast, and what failures shrink to)")
+    v.add_argument("--hops", metavar="cond,invoke_subgraph", default=None,
+                   help="draw higher-order ops too: torch.cond with drawn branches, invoke_subgraph (one drawn "
+                        "block called more than once); aten and post-grad graphs")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
     v.add_argument("--specials", choices=SPECIALS, default="strict",

@@ -15,6 +15,7 @@ from ._catalog.vocabulary import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._draw.features import FEATURES, graph_features
 from ._draw.focus import Focus
+from ._draw.hops import HOPS
 from ._draw.case import GraphCase
 from ._graphs import SIZES, graphs
 from ._ir.convert import IRS, check_ir, ir_errors, to_ir
@@ -53,6 +54,7 @@ __all__ = [
     "Kwarg",
     "OpSpec",
     "RNG_SEED",
+    "HOPS",
     "SIZES",
     "attach_meta",
     "broadcastable_shapes",

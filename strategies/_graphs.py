@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ._build.device import check_device
 from ._draw.draw import aten_graphs
 from ._draw.focus import Focus
+from ._draw.hops import HOPS
 from ._draw.probe import drawing_support
 from ._dynamic.programs import FLOATS, dynamic_graph_cases, focus_kinds
 from ._errors import InvalidArgument
@@ -29,7 +30,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
            max_inputs: int = 4, views: bool = True, mutations: bool = False, special_values: bool = False,
            constants: bool = True, focus=None, sizes: str = "small", random: bool = False,
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False,
-           device="cpu") -> st.SearchStrategy:
+           device="cpu", hops=()) -> st.SearchStrategy:
     """Draw a ``GraphCase``: an ATen FX graph that runs in eager, with example inputs and features.
 
     Args:
@@ -76,6 +77,10 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
             device on first use and cached: ``_draw/probe.py``). CPU-only overloads are drawn for the
             CPU only; on CUDA the attention family draws the CUDA overloads. Dynamic and "torch"
             graphs are drawn on the CPU (the harness moves them: ``check(..., device=)``).
+        hops: higher-order ops to draw among the steps (``strategies.HOPS``): "cond" (``torch.cond``
+            on ``sum(x) > 0`` with two drawn branches) and "invoke_subgraph" (one drawn block called
+            two or three times), their subgraphs ``get_attr`` submodules as traced graphs hold them
+            (``_draw/hops.py``). "aten" and "post-grad" graphs.
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -103,6 +108,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         raise InvalidArgument(f"device={device!r} with {'dynamic=True' if dynamic else 'ir=torch'}: these graphs are "
                               f"drawn on the CPU; draw them for device='cpu' and check them with "
                               f"check(..., device={str(dev)!r}) or verify(device=...), which move them")
+    hops = _check_hops(hops, ir, dynamic)
     if dynamic:
         return _dynamic_graphs(locals())
     if ir == "torch":
@@ -117,10 +123,23 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     drawn = aten_graphs(ops=ops, dtypes=dtypes, min_nodes=min_nodes, max_nodes=max_nodes, min_inputs=min_inputs,
                         max_inputs=max_inputs, views=views, mutations=mutations, special_values=special_values,
                         constants=constants, focus=focus, sizes=sizes, random=random, requires_grad=requires_grad,
-                        device=dev, run_device=run_device, support=support)
+                        device=dev, run_device=run_device, support=support, hops=hops)
     if ir == "aten":
         return drawn
     return drawn.map(lambda case: convert(case, ir))
+
+
+def _check_hops(hops, ir: str, dynamic: bool) -> tuple:
+    if isinstance(hops, str) or not hasattr(hops, "__iter__"):
+        raise InvalidArgument(f"hops={hops!r} must be a list of higher-order op names, some of {HOPS}")
+    hops = tuple(dict.fromkeys(hops))
+    unknown = [h for h in hops if h not in HOPS]
+    if unknown:
+        raise InvalidArgument(f"hops={list(hops)!r}: {unknown[0]!r} is not one the generator draws; it draws {HOPS}")
+    if hops and (dynamic or ir not in ("aten", "post-grad")):
+        raise InvalidArgument(f"hops={list(hops)!r} draws them in ir='aten' and 'post-grad' graphs, not "
+                              f"{'dynamic=True' if dynamic else f'ir={ir!r}'}")
+    return hops
 
 
 def _dynamic_graphs(args: dict) -> st.SearchStrategy:

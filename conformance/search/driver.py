@@ -91,7 +91,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            json: str | None = None, junit: str | None = None, markdown: str | None = None,
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
-           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, known=None,
+           ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, hops=None, known=None,
            reporter=None, _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
@@ -142,6 +142,9 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             checked too, so a result must hold at every size the original does (no new guards, its
             shape arithmetic proved equal by z3, the same outputs at other sizes: ``dynamic.py``).
             Floating, functional "aten" graphs; focus and seed graphs do not apply.
+        hops: higher-order ops drawn among the steps (``strategies.HOPS``, a list or "cond,invoke_subgraph"):
+            ``torch.cond`` with drawn branches, ``invoke_subgraph`` (one drawn block called more than
+            once), their subgraphs ``get_attr`` submodules ("aten" and "post-grad" graphs).
         known: ``fn(violation) -> bool``, violations already known (a finding being fixed upstream, a
             documented limit): each is recorded once in ``result.known`` and the search goes on, so
             they do not hide the ones not known; ``ok`` is about the others only. ``fn(violation,
@@ -367,7 +370,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         # on the CPU: check() moves them)
         strategy = graphs(mutations=opts["graphs"] == "mutating", special_values=opts["special_values"],
                           ir=opts["ir"], constants=opts["constants"], focus=focus, sizes=opts["sizes"], random=True,
-                          ops=opts["ops"],
+                          ops=opts["ops"], hops=opts["hops"],
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     known_takes_example = known is not None and _takes_example(known)  # read once, not per violation

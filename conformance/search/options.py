@@ -9,12 +9,26 @@ from __future__ import annotations
 
 import torch
 
-from strategies import SIZES, InvalidArgument, check_ir, custom_rows, rows_named
+from strategies import HOPS, SIZES, InvalidArgument, check_ir, custom_rows, rows_named
 
 from .._errors import UsageError
 from ..adapters import reference_of
 
 GRAPH_KINDS = ("functional", "mutating")
+
+
+def _hops(hops, ir: str, dynamic: bool) -> list:
+    """``hops=`` as a list of the higher-order ops to draw (a comma-separated string too)."""
+    if hops is None:
+        return []
+    names = [h.strip() for h in hops.split(",") if h.strip()] if isinstance(hops, str) else list(hops)
+    unknown = [h for h in names if h not in HOPS]
+    if unknown:
+        raise UsageError(f"hops: {unknown[0]!r} is not a higher-order op the generator draws; it draws "
+                         f"{', '.join(HOPS)}")
+    if names and (dynamic or ir not in ("aten", "post-grad")):
+        raise UsageError(f"hops are drawn in aten and post-grad graphs, not {'dynamic ones' if dynamic else ir}")
+    return list(dict.fromkeys(names))
 
 
 def resolve_options(args: dict) -> dict:
@@ -46,6 +60,7 @@ def resolve_options(args: dict) -> dict:
     if args["ops"] is not None and (ir == "torch" or args["dynamic"]):
         raise UsageError("ops= shapes drawn aten graphs; ir=torch draws nn.Modules and dynamic=True symbolic "
                          "programs of their own steps")
+    opts_hops = _hops(args["hops"], ir, args["dynamic"])
     device = resolve_device(args["device"])
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
@@ -56,6 +71,7 @@ def resolve_options(args: dict) -> dict:
         else getattr(args["settings_factory"], "__qualname__", "callable")
     opts["device"] = device
     opts["ir"] = ir
+    opts["hops"] = opts_hops
     opts["pass_kwargs"] = dict(args["pass_kwargs"] or {})
     opts["context"] = args["context"] if isinstance(args["context"], (str, type(None))) \
         else reference_of(args["context"]) or getattr(args["context"], "__qualname__", "callable")

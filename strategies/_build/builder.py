@@ -111,11 +111,18 @@ class GraphBuilder:
         node = self.graph.get_attr(name)
         return self._add(Value(node, tensor, CONSTANT))
 
-    def add_subgraph(self, module: fx.GraphModule) -> Value:
+    def add_operand(self, tensor: torch.Tensor) -> Value:
+        """A subgraph's placeholder holding ``tensor`` (a copy of what the outer call hands it): no
+        recipe, since the outer graph's call supplies it (``_draw/hops.py``)."""
+        node = self.graph.placeholder(f"arg{sum(1 for n in self.graph.nodes if n.op == 'placeholder')}")
+        return self._add(Value(node, tensor, INPUT))
+
+    def add_subgraph(self, module: fx.GraphModule, name: str | None = None) -> Value:
         """A higher-order op's subgraph (a ``cond`` branch, an ``invoke_subgraph`` body), held by the
-        graph's root and fetched by a ``get_attr`` node: a Value whose ``tensor`` is the module (an
-        argument of the call, never an operand drawn for another op). The module is a copy."""
-        name = f"subgraph{self.n_subgraphs}"
+        graph's root as ``name`` (default ``subgraph<n>``) and fetched by a ``get_attr`` node: a Value
+        whose ``tensor`` is the module (an argument of the call, never an operand drawn for another
+        op). The module is a copy."""
+        name = name or f"subgraph{self.n_subgraphs}"
         self.n_subgraphs += 1
         self.root.add_module(name, copy.deepcopy(module))
         node = self.graph.get_attr(name)

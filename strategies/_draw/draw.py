@@ -38,6 +38,7 @@ from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
 from .features import graph_features
 from .focus import Focus
+from .hops import HOPS, MAX_SUBGRAPH_NODES, hop_step
 from .seeds import seed_step
 
 
@@ -50,6 +51,8 @@ from .seeds import seed_step
 _STEP_WEIGHTS = ((C.POINTWISE, 24), (C.VIEW, 10), (C.REDUCTION, 5), (C.OTHER, 5), ("duplicate", 5),
                  (C.INPLACE, 12), ("grad-region", 4), (C.MATMUL, 2), (C.CONV, 1), (C.NORM, 1), (C.ATTENTION, 1),
                  (C.INDEXING, 1), (C.FACTORY, 1), (C.QUANT, 1), (C.RANDOM, 1), (C.CUSTOM, 24))
+# Each higher-order op asked for (graphs(hops=...)): about one step in ten of a default draw.
+_HOP_WEIGHT = 10
 
 
 class _Config:
@@ -57,8 +60,10 @@ class _Config:
 
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
                  mutations, special_values, constants, focus=None, focus_rows=(), focus_edges=(), large=False, chains=(),
-                 requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None):
+                 requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None,
+                 hops=()):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.hops = hops
         self.device, self.run_device, self.support = device, run_device, support
         self.requires_grad = requires_grad
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
@@ -74,9 +79,21 @@ class _Config:
         acting = {r for name in (focus.acting if focus is not None else ()) for r in rows_named(name)}
         self.focus_rows = Weighted(focus_rows, [3 if r in acting else 1 for r in focus_rows]) if focus_rows else None
         self.large = large
-        self.kinds = _step_kinds(rows, chains, mutations, False)
+        self.kinds = _step_kinds(rows, chains, mutations, False, hops)
         self.region_kinds = _step_kinds(rows, chains, mutations, True)
         self.by_category = op_tables(rows, chains)
+        self._subgraph_config = None
+
+    def subgraph_config(self) -> "_Config":
+        """What a higher-order op's subgraph is drawn with (``hops.py``): the functional rows (no
+        in-place, random or user op, no chain), no new leaves, no higher-order op inside."""
+        if self._subgraph_config is None:
+            rows = tuple(r for r in self.rows if r.category not in (C.INPLACE, C.RANDOM, C.CUSTOM))
+            self._subgraph_config = _Config(
+                rows, self.dtypes, self.shapes, min_nodes=1, max_nodes=MAX_SUBGRAPH_NODES, min_inputs=0,
+                max_inputs=0, mutations=False, special_values=self.special_values, constants=False,
+                large=self.large, device=self.device, run_device=self.run_device, support=self.support)
+        return self._subgraph_config
 
     def __repr__(self) -> str:
         return (f"<{len(self.rows)} ops, nodes {self.min_nodes}..{self.max_nodes}, inputs "
@@ -101,10 +118,11 @@ def _chains(rows: tuple) -> tuple:
     return tuple(ch for ch in CHAINS if all(o in overloads for o in ch.overloads))
 
 
-def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool) -> Weighted:
+def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool, hops: tuple = ()) -> Weighted:
     present = {row.category for row in rows} | {ch.category for ch in chains}  # a chain's kind may have no row
     kinds = [(kind, weight) for kind, weight in _STEP_WEIGHTS
              if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region)]
+    kinds += [(hop, _HOP_WEIGHT) for hop in hops]  # after the others: graphs without hops draw as before
     return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
 
 
@@ -142,7 +160,7 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1, max_inputs: int = 4,
                 views: bool = True, mutations: bool = False, special_values: bool = False, constants: bool = True,
                 focus=None, sizes: str = "small", random: bool = False, requires_grad: bool = False,
-                device: torch.device, run_device: torch.device, support) -> st.SearchStrategy:
+                device: torch.device, run_device: torch.device, support, hops: tuple = ()) -> st.SearchStrategy:
     """ATen graphs (``graphs()``'s options, validated) drawn for ``device``: computed on ``run_device``
     (the device itself, or the CPU where a simulated device's table is used), of the rows ``support``
     (a ``DeviceSupport``) says the device runs."""
@@ -167,7 +185,7 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
                   focus_edges=focus_edges,
                   large=large, chains=_chains(rows), requires_grad=requires_grad,
-                  device=device, run_device=run_device, support=support)
+                  device=device, run_device=run_device, support=support, hops=hops)
     return _graph_cases(cfg)
 
 
@@ -312,6 +330,9 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
         b.set_grad(True)
         return
     try:
+        if kind in HOPS:
+            hop_step(draw, ctx, kind, lambda sub_ctx, n: _sub_steps(draw, sub_ctx, cfg.subgraph_config(), n))
+            return
         if kind == "duplicate":
             _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
             return
@@ -327,6 +348,18 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
             _read_after_write(draw, b, value)
     except StepRejected:
         pass
+
+
+def _sub_steps(draw, sub_ctx: DrawContext, sub_cfg: _Config, n: int) -> None:
+    """Up to ``n`` steps into a subgraph's builder, each its own span as the outer graph's are."""
+    outer, _CURRENT.step = _CURRENT.step, (sub_ctx, sub_cfg)
+    try:
+        for _ in range(2 * n):
+            if sub_ctx.builder.n_calls >= n:
+                break
+            draw(_STEP)
+    finally:
+        _CURRENT.step = outer
 
 
 def _focus_step(draw, ctx: DrawContext) -> None:

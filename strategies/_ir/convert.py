@@ -291,14 +291,7 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
     errors = []
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for n in calls:
-        if not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
-                and not (ir in ("aten", "pre-dispatch", "dynamo") and n.target is torch._C._set_grad_enabled):
-            errors.append(f"{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
-    if ir in ("post-grad", "export", "export-module"):
-        for n in calls:
-            if _composite_implicit(n.target):
-                errors.append(f"{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
+    errors += _node_errors(gm, calls, ir)
     if ir == "export":
         errors += _export_errors(gm, calls, placeholders)
     if ir == "post-grad":
@@ -307,6 +300,32 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
         errors += _module_errors(gm, calls, placeholders)
     if ir == "dynamo":
         errors += _dynamo_errors(gm, placeholders)
+    return errors
+
+
+# Functional higher-order ops every traced IR may hold (a user's op that writes is wrapped in
+# auto_functionalized(_v2); cond and invoke_subgraph are what programs and regions trace to).
+_FUNCTIONAL_HOPS = ("cond", "invoke_subgraph", "auto_functionalized", "auto_functionalized_v2")
+
+
+def _node_errors(gm: fx.GraphModule, calls: list, ir: str, where: str = "") -> list:
+    """Each call is an ATen overload, a getitem or a functional higher-order op (whose subgraphs are
+    held to the same rules, named by their attribute); a grad-mode toggle where the IR has them."""
+    errors = []
+    for n in calls:
+        if isinstance(n.target, torch._ops.HigherOrderOperator) and n.target.name() in _FUNCTIONAL_HOPS:
+            for a in n.args:
+                if isinstance(a, fx.Node) and a.op == "get_attr" and isinstance(sub := getattr(gm, a.target, None),
+                                                                                 fx.GraphModule):
+                    inner = [m for m in sub.graph.nodes if m.op == "call_function"]
+                    errors += _node_errors(sub, inner, ir, f"{where}{a.target}.")
+                    errors += [f"{where}{a.target}.{m.name}: {m.target} mutates inside a subgraph" for m in inner
+                               if _mutable(m.target)]
+        elif not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
+                and not (ir in ("aten", "pre-dispatch", "dynamo") and n.target is torch._C._set_grad_enabled):
+            errors.append(f"{where}{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
+        elif ir in ("post-grad", "export", "export-module") and _composite_implicit(n.target):
+            errors.append(f"{where}{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
     return errors
 
 

@@ -1,0 +1,51 @@
+"""Passes over drawn higher-order ops (``graphs(hops=...)``): two planted bugs and a correct twin.
+
+- ``swap_cond_branches``: swaps each ``cond``'s branches without negating its predicate;
+- ``merge_subgraph_calls_by_identifier``: merges the ``invoke_subgraph`` calls of one block whatever
+  operands they get (a CSE keyed by the block alone);
+- ``merge_identical_subgraph_calls``: the correct twin, merging calls of one block on the same operands.
+"""
+
+import operator
+import torch
+
+hop = torch.ops.higher_order
+
+
+def swap_cond_branches(gm):
+    """Planted: swaps each cond's branches without negating its predicate."""
+    for n in gm.graph.nodes:
+        if n.target is hop.cond:
+            pred, t, f, ops = n.args
+            n.args = (pred, f, t, ops)
+    gm.recompile()
+    return gm
+
+
+def merge_subgraph_calls_by_identifier(gm):
+    """Planted: merges invoke_subgraph calls of one block, whatever operands they get."""
+    seen = {}
+    for n in list(gm.graph.nodes):
+        if n.target is hop.invoke_subgraph:
+            first = seen.setdefault(n.args[1], n)
+            if first is not n:
+                n.replace_all_uses_with(first)
+                gm.graph.erase_node(n)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def merge_identical_subgraph_calls(gm):
+    """Correct twin: merges invoke_subgraph calls of one block on the same operands."""
+    seen = {}
+    for n in list(gm.graph.nodes):
+        if n.target is hop.invoke_subgraph:
+            key = (n.args[1], *n.args[2:])
+            first = seen.setdefault(key, n)
+            if first is not n:
+                n.replace_all_uses_with(first)
+                gm.graph.erase_node(n)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
