@@ -216,6 +216,8 @@ def focus_line(focus: dict) -> str | None:
     for item in focus.get("ops", ()):
         groups.setdefault(item["how"], []).append(item["op"])
     parts = [f"{', '.join(ops)} ({how})" for how, ops in groups.items()]
+    if focus.get("hops"):
+        parts.append(f"{', '.join('higher_order.' + h for h in focus['hops'])} (code; drawn in every graph)")
     missing = focus.get("not_in_catalog", ())
     if missing:
         where = "only the seed graphs have it" if seeds else "so no drawn graph has it: try --seed-graphs"

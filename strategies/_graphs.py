@@ -8,6 +8,8 @@ to the IR asked for by ``_ir/convert.py``.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from ._build.device import check_device
@@ -119,6 +121,8 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
+    if isinstance(focus, Focus) and focus.hops and ir not in ("aten", "post-grad"):
+        focus = dataclasses.replace(focus, hops=())  # a pass's named hops are drawn where they trace
     run_device, support = drawing_support(dev)
     drawn = aten_graphs(ops=ops, dtypes=dtypes, min_nodes=min_nodes, max_nodes=max_nodes, min_inputs=min_inputs,
                         max_inputs=max_inputs, views=views, mutations=mutations, special_values=special_values,

@@ -116,3 +116,21 @@ def test_merging_two_live_calls_of_a_block_is_more_than_removing_dead_code():
     before = fx.GraphModule(root, g)
     after = merge_identical_subgraph_calls(copy.deepcopy(before))
     assert what_changed(before, after) == (1, False)  # the second call gone, both getitems now reading the first
+
+
+def _named_through_torch_ops(gm):
+    """Names the op by its full attribute chain (the planted passes name it through a module global)."""
+    return [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.invoke_subgraph]
+
+
+def test_discovery_names_the_higher_order_ops_a_pass_names_and_the_search_draws_them(tmp_path, monkeypatch):
+    """A pass whose code names cond (``hop.cond``, ``torch.ops.higher_order.invoke_subgraph``) gets them
+    drawn without ``hops=``: the branch swap is caught at graph 2 of seed 0 with focus auto."""
+    from conformance.search.static_triggers import static_triggers
+
+    assert static_triggers(swap_cond_branches).hops == {"cond": "code"}
+    assert static_triggers(_named_through_torch_ops).hops == {"invoke_subgraph": "code"}
+    assert static_triggers(lambda gm: gm).hops == {}
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    result = verify(swap_cond_branches, seed=0, max_examples=50, device="cpu", shrink=False, repro_dir=None)
+    assert result.focus["hops"] == ["cond"] and [v.property for v in result.violations] == ["values"]

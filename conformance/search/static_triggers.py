@@ -20,7 +20,7 @@ import types
 
 import torch
 
-from strategies import custom_rows, rows_named
+from strategies import HOPS, custom_rows, rows_named
 
 _MAX_CODE_OBJECTS = 3000
 _MAX_CONSTANTS = 12
@@ -42,6 +42,7 @@ class _Walker:
         self.edges: dict = {}  # (producer name, consumer name) -> how
         self.missing: dict = {}
         self.constants: list = []
+        self.hops: dict = {}  # higher-order ops the generator draws (strategies.HOPS) -> how
         self.seen: set = set()
         self.codes = 0
 
@@ -64,6 +65,10 @@ class _Walker:
         elif aten and not name.startswith("_") and hasattr(torch.ops.aten, name):
             self.missing.setdefault(f"aten.{name}", how)
 
+    def hop(self, name: str) -> None:
+        if name in HOPS:
+            self.hops.setdefault(name, "code")
+
     def constant(self, value) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return
@@ -76,6 +81,8 @@ class _Walker:
         self.seen.add(id(obj))
         if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             self.op(obj, "code")
+        elif isinstance(obj, torch._ops.HigherOrderOperator):
+            self.hop(obj.name())
         elif isinstance(obj, (list, tuple)):
             for item in obj[:512]:
                 self.walk(item, depth + 1)
@@ -179,7 +186,11 @@ class _Walker:
             return
         names = [str(n) for n in chain]
         head = globals_.get(names[0])
-        if "aten" in names[:-1]:
+        if "higher_order" in names[:-1]:  # torch.ops.higher_order.cond
+            self.hop(names[names.index("higher_order") + 1])
+        elif isinstance(head, torch._ops._HigherOrderNamespace):  # hop = torch.ops.higher_order; hop.cond
+            self.hop(names[1])
+        elif "aten" in names[:-1]:
             self.dotted(names[names.index("aten") + 1:])
         elif isinstance(head, torch._ops._OpNamespace) and head.name == "aten":
             self.dotted(names[1:])

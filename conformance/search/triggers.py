@@ -84,6 +84,7 @@ class Triggers:
     payoff: tuple = ()  # (plain, focused, n): of n graphs each, how many the pass changed
     edges: list = dataclasses.field(default_factory=list)  # (producer, consumer, how): chained in focus
     acting: list = dataclasses.field(default_factory=list)  # rows whose one-op graphs the pass changes
+    hops: list = dataclasses.field(default_factory=list)  # higher-order ops the code names: drawn (graphs(hops=))
 
     @property
     def rows(self) -> tuple:
@@ -98,7 +99,7 @@ class Triggers:
                 "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
                 "weak": self.share < Focus.share,
                 "edges": [{"producer": p, "consumer": c, "how": h} for p, c, h in self.edges],
-                "acting": list(self.acting)}
+                "acting": list(self.acting), "hops": list(self.hops)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Triggers:
@@ -107,14 +108,14 @@ class Triggers:
                    constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
                    share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
                    edges=[(e["producer"], e["consumer"], e["how"]) for e in data.get("edges", ())],
-                   acting=list(data.get("acting", ())))
+                   acting=list(data.get("acting", ())), hops=list(data.get("hops", ())))
 
     def focus(self) -> Focus | None:
         rows = self.rows
         edges = tuple((p, c) for p, c, _ in self.edges)
         acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
         return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
-                     acting=acting) if rows else None
+                     acting=acting, hops=tuple(self.hops)) if rows or self.hops else None
 
 
 # --- dynamic: run the pass on small graphs --------------------------------------------------------
@@ -243,7 +244,8 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
                       share=WEAK_SHARE if weak else Focus.share, payoff=payoff,
-                      edges=[(p, c, h) for (p, c), h in edges.items()], acting=list(acting))
+                      edges=[(p, c, h) for (p, c), h in edges.items()], acting=list(acting),
+                      hops=list(walker.hops))
     _store(key, result)
     return result
 

@@ -172,6 +172,7 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
     if focus is not None and not isinstance(focus, Focus):
         focus = Focus(ops=focus)
     focus_rows, focus_edges = (), ()
+    hops = tuple(dict.fromkeys((*hops, *(focus.hops if focus is not None else ()))))
     if focus is not None and focus.ops:
         focus_rows = tuple(r for r in support.narrow(_resolve_ops(focus.ops, True, True)) if r in rows)
     if focus is not None and focus.edges:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._errors import InvalidArgument
+from .hops import HOPS
 from .seeds import SeedGraph
 
 BASIC_SCALARS = (0, 1, -1, 2, 0.5)
@@ -27,7 +28,8 @@ class Focus:
     ``seeds``: ``SeedGraph``s (example programs) a focused graph embeds, about one step in four;
     ``edges``: ``(producer, consumer)`` pairs of ops (rows, overloads or names) drawn chained;
     ``acting``: those of ``ops`` the pass acts on by themselves (what it matches, not what it emits),
-    drawn three times as often as the others."""
+    drawn three times as often as the others; ``hops``: higher-order ops drawn in every graph, focused
+    or not (``graphs(hops=)``)."""
 
     ops: tuple = ()
     scalars: tuple = ()
@@ -35,6 +37,7 @@ class Focus:
     seeds: tuple = ()
     edges: tuple = ()
     acting: tuple = ()
+    hops: tuple = ()
 
     def __post_init__(self):
         if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
@@ -48,6 +51,9 @@ class Focus:
         if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):
             raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops")
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
+        if isinstance(self.hops, str) or any(h not in HOPS for h in self.hops):
+            raise InvalidArgument(f"Focus(hops={self.hops!r}) must be a list of some of {HOPS}")
+        object.__setattr__(self, "hops", tuple(self.hops))
         object.__setattr__(self, "acting", tuple(self.acting))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))
