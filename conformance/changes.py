@@ -122,10 +122,29 @@ def _less_dead_code(before_keys: list, after_keys: list, live_keys: list) -> boo
     return all(key in rest for key in after_keys)  # the order kept (a subsequence)
 
 
+def _all_dead_code_removed_keys(before) -> list | None:
+    """The keys of ``before`` with ``eliminate_dead_code`` run as a pass runs it on a GraphModule that
+    holds subgraphs (it clears theirs too), or None where ``before`` holds none."""
+    if not isinstance(before, fx.GraphModule) or not any(isinstance(m, fx.GraphModule) for m in before.children()):
+        return None
+    copied = copy.deepcopy(before)
+    copied.graph.eliminate_dead_code()
+    return node_keys(copied)
+
+
+def _only_dead_code(before, before_keys: list, after_keys: list) -> bool:
+    if _less_dead_code(before_keys, after_keys, _dead_code_removed_keys(before)):
+        return True
+    cleared = _all_dead_code_removed_keys(before)  # the subgraphs' dead code removed too, all of it
+    return cleared is not None and collections.Counter(after_keys) == collections.Counter(cleared)
+
+
 def only_dead_code_removed(before: fx.GraphModule, after: fx.GraphModule) -> bool:
-    """``after`` is ``before`` less some or all of its dead code: a pass whose rewrite never
-    matched, but which cleans up at the end (or drops an unused ``get_attr``), changes graphs only so."""
-    return _less_dead_code(node_keys(before), node_keys(after), _dead_code_removed_keys(before))
+    """``after`` is ``before`` less some or all of its dead code (or, in a graph holding subgraphs,
+    less all of it, theirs included, as ``eliminate_dead_code`` clears it): a pass whose rewrite
+    never matched, but which cleans up at the end (or drops an unused ``get_attr``), changes graphs
+    only so."""
+    return _only_dead_code(before, node_keys(before), node_keys(after))
 
 
 def what_changed(before: fx.GraphModule, after) -> tuple:
@@ -137,6 +156,6 @@ def what_changed(before: fx.GraphModule, after) -> tuple:
     except Exception:  # noqa: BLE001 - whatever the pass returned, it is not the graph it was given
         return max(1, len(getattr(getattr(after, "graph", None), "nodes", ()))), False
     try:
-        return n, n > 0 and _less_dead_code(before_keys, after_keys, _dead_code_removed_keys(before))
+        return n, n > 0 and _only_dead_code(before, before_keys, after_keys)
     except Exception:  # noqa: BLE001 - a graph that cannot be compared changed more than its dead code
         return n, False

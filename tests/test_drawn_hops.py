@@ -134,3 +134,20 @@ def test_discovery_names_the_higher_order_ops_a_pass_names_and_the_search_draws_
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
     result = verify(swap_cond_branches, seed=0, max_examples=50, device="cpu", shrink=False, repro_dir=None)
     assert result.focus["hops"] == ["cond"] and [v.property for v in result.violations] == ["values"]
+
+
+def test_eliminate_dead_code_on_graphs_holding_subgraphs_only_removes_dead_code():
+    """``Graph.eliminate_dead_code`` clears the subgraphs' dead code too (torch 2.13): that is still
+    dead code removed, never a rewrite (it read as one in 8 of 100 cond graphs at seed 0). Of these 40
+    graphs of seed 0, 5 have dead code in a branch (2-core AMD EPYC: 1.4 s)."""
+    cleared_in_a_branch = 0
+    for case in _draw_cases(graphs(hops=["cond"], device="cpu"), 40, 0):
+        after = copy.deepcopy(case.gm)
+        after.graph.eliminate_dead_code()
+        after.recompile()
+        changed, dead_code_only = what_changed(case.gm, after)
+        assert not changed or dead_code_only, case.gm.code
+        branches = [m for m in case.gm.children() if isinstance(m, fx.GraphModule)]
+        cleared_in_a_branch += any(len(m.graph.nodes) != len(a.graph.nodes)
+                                   for m, a in zip(branches, [m for m in after.children() if isinstance(m, fx.GraphModule)]))
+    assert cleared_in_a_branch >= 2
