@@ -36,7 +36,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from conformance import check, verify
 from conformance._random import draws_random
 from conformance.oracle import describe
-from strategies import to_ir
+from strategies import HOPS, to_ir
 
 from ._tiers import spread
 
@@ -110,6 +110,7 @@ class Row:
     note: str = ""
     ops: str | None = None  # graphs holding these user ops too (verify(ops=)), registered by ops_file
     ops_file: str | None = None  # relative to the repository
+    hops: tuple = ()  # higher-order ops drawn too (verify(hops=))
 
 
 def reinplace_inplaceable_ops(gm):
@@ -181,6 +182,11 @@ PASSES = {
         note="it folds Conv/Linear -> BatchNorm pairs of eval-mode modules and raises on a train-mode one, as "
              "its docstring says"),
     "fx.experimental.normalize.NormalizeArgs": Row("torch.fx.experimental.normalize:NormalizeArgs", "torch"),
+    # Graphs holding drawn higher-order ops (issue 35): a cond with drawn branches, a block called twice.
+    "fx.CSEPass[hops]": Row("torch.fx.passes.dialect.common.cse_pass:CSEPass", "aten", hops=HOPS),
+    "functorch.fx_graph_cse[hops]": Row("torch._functorch.compile_utils:fx_graph_cse", "post-grad", hops=HOPS),
+    "fx.Graph.eliminate_dead_code[hops]": Row("torch.fx.graph:Graph.eliminate_dead_code", "aten", hops=HOPS),
+    "post_grad.remove_noop_ops[hops]": Row(PG + "remove_noop_ops", "post-grad", hops=HOPS),
 }
 
 
@@ -867,9 +873,9 @@ def _budget(ir: str):
 
 
 def _pass_params():
-    """Every row; make test verifies an eighth of the rows that fire, evenly spread (``_tiers``: two
-    of 18, a post-grad and a functorch pass; a row takes 2-20 s of CPU with its discovery on the
-    2-core AMD EPYC, the post-grad ones the most), make sweep and make conformance all: each row is
+    """Every row; make test verifies an eighth of the rows that fire, evenly spread (``_tiers``: three
+    of 24, post_grad.remove_noop_ops, joint_graph.remove_redundant_views and fx.Graph.eliminate_dead_code;
+    a row takes 2-20 s of CPU with its discovery on the 2-core AMD EPYC, the post-grad ones the most), make sweep and make conformance all: each row is
     the same property, of another pass.
     A row that never fires is a strict xfail there (5-7 s a row, its discovery included, to learn
     again that nothing changed): make sweep's and make conformance's."""
@@ -888,7 +894,7 @@ def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
 
         _import_file(str(ROOT / row.ops_file))
     options = dict(ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None, context=row.context,
-                   ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants, ops=row.ops,
+                   ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants, ops=row.ops, hops=row.hops or None,
                    known=known_for(name), focus="none" if row.ir == "torch" else "auto", max_examples=max_examples,
                    seed=seed, repro_dir=None, shrink=False, timeout=30)
     return verify(row.target, **{**options, **overrides})
