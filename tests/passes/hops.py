@@ -6,7 +6,6 @@
 - ``merge_identical_subgraph_calls``: the correct twin, merging calls of one block on the same operands.
 """
 
-import operator
 import torch
 
 hop = torch.ops.higher_order
@@ -24,25 +23,20 @@ def swap_cond_branches(gm):
 
 def merge_subgraph_calls_by_identifier(gm):
     """Planted: merges invoke_subgraph calls of one block, whatever operands they get."""
-    seen = {}
-    for n in list(gm.graph.nodes):
-        if n.target is hop.invoke_subgraph:
-            first = seen.setdefault(n.args[1], n)
-            if first is not n:
-                n.replace_all_uses_with(first)
-                gm.graph.erase_node(n)
-    gm.graph.lint()
-    gm.recompile()
-    return gm
+    return _merge_block_calls(gm, lambda n: n.args[1])
 
 
 def merge_identical_subgraph_calls(gm):
     """Correct twin: merges invoke_subgraph calls of one block on the same operands."""
+    return _merge_block_calls(gm, lambda n: (n.args[1], *n.args[2:]))
+
+
+def _merge_block_calls(gm, key):
+    """Each invoke_subgraph call whose ``key`` an earlier call has is replaced by that call."""
     seen = {}
     for n in list(gm.graph.nodes):
         if n.target is hop.invoke_subgraph:
-            key = (n.args[1], *n.args[2:])
-            first = seen.setdefault(key, n)
+            first = seen.setdefault(key(n), n)
             if first is not n:
                 n.replace_all_uses_with(first)
                 gm.graph.erase_node(n)
