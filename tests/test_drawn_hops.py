@@ -69,10 +69,11 @@ _BUGS = {"swap_cond_branches": (swap_cond_branches, "cond", 0),
 
 @pytest.mark.parametrize("name", sorted(_BUGS))
 def test_a_planted_bug_over_drawn_higher_order_ops_is_caught(name):
-    """Caught by values at examples 4 (cond, seed 0) and 8 (invoke_subgraph, seed 1); seeds 0-2 with
-    200 graphs are the sweep's."""
+    """Caught by values (focus none, hops given) at graphs 4, 35 and 6 of seeds 0-2 (cond) and 143, 8
+    and 73 (invoke_subgraph); make test runs the first seed of each at 200 graphs, the sweep all three."""
     bug, kind, seed = _BUGS[name]
-    result = verify(bug, hops=kind, seed=seed, max_examples=200, device="cpu", shrink=False, repro_dir=None)
+    result = verify(bug, hops=kind, seed=seed, max_examples=200, device="cpu", shrink=False, repro_dir=None,
+                    focus="none")
     assert [v.property for v in result.violations] == ["values"], result.violations
 
 
@@ -81,7 +82,7 @@ def test_merging_a_blocks_calls_on_the_same_operands_holds_and_fires():
     dead code); make test: 60 graphs of seed 2, 17 changed, 12 of them more than dead code (the sweep: 200
     of seeds 0-2)."""
     result = verify(merge_identical_subgraph_calls, hops="invoke_subgraph", seed=2, max_examples=60, device="cpu",
-                    shrink=False, repro_dir=None)
+                    shrink=False, repro_dir=None, focus="none")
     assert result.ok and result.changed - result.changed_dead_code_only >= 8, (result.fire_text, result.violations)
 
 
@@ -89,11 +90,15 @@ def test_merging_a_blocks_calls_on_the_same_operands_holds_and_fires():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sweep_planted_hop_bugs_are_caught_and_the_twin_holds_at_every_seed(seed):
     for bug, kind, _ in _BUGS.values():
-        result = verify(bug, hops=kind, seed=seed, max_examples=200, device="cpu", shrink=False, repro_dir=None)
+        result = verify(bug, hops=kind, seed=seed, max_examples=200, device="cpu", shrink=False, repro_dir=None,
+                        focus="none")
         assert not result.ok, (bug.__name__, seed)
     twin = verify(merge_identical_subgraph_calls, hops="invoke_subgraph", seed=seed, max_examples=200, device="cpu",
-                  shrink=False, repro_dir=None)
+                  shrink=False, repro_dir=None, focus="none")
     assert twin.ok and twin.changed >= 40, twin.fire_text
+    # with focus auto, discovery names the hop from the pass's code (no hops=): caught as well
+    found = verify(swap_cond_branches, seed=seed, max_examples=200, device="cpu", shrink=False, repro_dir=None)
+    assert found.focus["hops"] == ["cond"] and not found.ok
 
 
 def _block() -> fx.GraphModule:
@@ -123,17 +128,27 @@ def _named_through_torch_ops(gm):
     return [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.invoke_subgraph]
 
 
-def test_discovery_names_the_higher_order_ops_a_pass_names_and_the_search_draws_them(tmp_path, monkeypatch):
+def test_discovery_names_the_higher_order_ops_a_pass_names_and_its_focus_draws_them():
     """A pass whose code names cond (``hop.cond``, ``torch.ops.higher_order.invoke_subgraph``) gets them
-    drawn without ``hops=``: the branch swap is caught at graph 2 of seed 0 with focus auto."""
+    drawn without ``hops=``: discovery's ``Triggers.hops`` make a focus (with no catalog op found) whose
+    graphs hold them, focused or not, and the focus line says so. End to end (verify with focus auto
+    catches the branch swap, at graph 2 of seed 0): the sweep, as discovery probes every catalog row
+    for this pass (7-11 s of CPU on the 2-core AMD EPYC, its probe graphs drawn first)."""
+    from conformance._console import focus_line
     from conformance.search.static_triggers import static_triggers
+    from conformance.search.triggers import Triggers
 
     assert static_triggers(swap_cond_branches).hops == {"cond": "code"}
     assert static_triggers(_named_through_torch_ops).hops == {"invoke_subgraph": "code"}
     assert static_triggers(lambda gm: gm).hops == {}
-    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
-    result = verify(swap_cond_branches, seed=0, max_examples=50, device="cpu", shrink=False, repro_dir=None)
-    assert result.focus["hops"] == ["cond"] and [v.property for v in result.violations] == ["values"]
+    found = Triggers(hops=["cond"])
+    assert Triggers.from_dict(found.to_dict()).hops == ["cond"]  # the disk cache keeps them
+    focus = found.focus()
+    assert focus is not None and focus.hops == ("cond",) and focus.ops == ()
+    assert "higher_order.cond (code" in focus_line({"mode": "auto", **found.to_dict()})
+    drawn = _draw_cases(graphs(focus=focus, device="cpu"), 12, 0)
+    assert sum("cond" in _hops_in(case.gm) for case in drawn) >= 3
+    assert not any(_hops_in(c.gm) for c in _draw_cases(graphs(focus=focus, ir="export", device="cpu"), 4, 0))
 
 
 def test_eliminate_dead_code_on_graphs_holding_subgraphs_only_removes_dead_code():
