@@ -15,7 +15,7 @@ from ._catalog.vocabulary import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
 from ._draw.features import FEATURES, graph_features
 from ._draw.focus import Focus
-from ._draw.hops import HOPS
+from ._draw.hops import HOPS, check_hops
 from ._draw.case import GraphCase
 from ._graphs import SIZES, graphs
 from ._ir.convert import IRS, check_ir, ir_errors, to_ir
@@ -55,6 +55,7 @@ __all__ = [
     "OpSpec",
     "RNG_SEED",
     "HOPS",
+    "check_hops",
     "SIZES",
     "attach_meta",
     "broadcastable_shapes",

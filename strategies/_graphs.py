@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ._build.device import check_device
 from ._draw.draw import aten_graphs
 from ._draw.focus import Focus
-from ._draw.hops import HOPS
+from ._draw.hops import HOP_IRS, check_hops
 from ._draw.probe import drawing_support
 from ._dynamic.programs import FLOATS, dynamic_graph_cases, focus_kinds
 from ._errors import InvalidArgument
@@ -110,7 +110,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         raise InvalidArgument(f"device={device!r} with {'dynamic=True' if dynamic else 'ir=torch'}: these graphs are "
                               f"drawn on the CPU; draw them for device='cpu' and check them with "
                               f"check(..., device={str(dev)!r}) or verify(device=...), which move them")
-    hops = _check_hops(hops, ir, dynamic)
+    hops = check_hops(hops, ir, dynamic)
     if dynamic:
         return _dynamic_graphs(locals())
     if ir == "torch":
@@ -121,7 +121,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
-    if isinstance(focus, Focus) and focus.hops and ir not in ("aten", "post-grad"):
+    if isinstance(focus, Focus) and focus.hops and ir not in HOP_IRS:
         focus = dataclasses.replace(focus, hops=())  # a pass's named hops are drawn where they trace
     run_device, support = drawing_support(dev)
     drawn = aten_graphs(ops=ops, dtypes=dtypes, min_nodes=min_nodes, max_nodes=max_nodes, min_inputs=min_inputs,
@@ -131,19 +131,6 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if ir == "aten":
         return drawn
     return drawn.map(lambda case: convert(case, ir))
-
-
-def _check_hops(hops, ir: str, dynamic: bool) -> tuple:
-    if isinstance(hops, str) or not hasattr(hops, "__iter__"):
-        raise InvalidArgument(f"hops={hops!r} must be a list of higher-order op names, some of {HOPS}")
-    hops = tuple(dict.fromkeys(hops))
-    unknown = [h for h in hops if h not in HOPS]
-    if unknown:
-        raise InvalidArgument(f"hops={list(hops)!r}: {unknown[0]!r} is not one the generator draws; it draws {HOPS}")
-    if hops and (dynamic or ir not in ("aten", "post-grad")):
-        raise InvalidArgument(f"hops={list(hops)!r} draws them in ir='aten' and 'post-grad' graphs, not "
-                              f"{'dynamic=True' if dynamic else f'ir={ir!r}'}")
-    return hops
 
 
 def _dynamic_graphs(args: dict) -> st.SearchStrategy:

@@ -53,7 +53,7 @@ def test_no_hops_draws_the_graphs_it_drew_before():
 def test_bad_hops_are_one_clear_error():
     with pytest.raises(InvalidArgument, match="list of higher-order op names"):
         graphs(hops="cond")
-    with pytest.raises(InvalidArgument, match="'while_loop' is not one the generator draws"):
+    with pytest.raises(InvalidArgument, match="'while_loop' is not a higher-order op the generator draws"):
         graphs(hops=["while_loop"])
     with pytest.raises(InvalidArgument, match="ir='export'"):
         graphs(hops=["cond"], ir="export")

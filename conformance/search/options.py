@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from strategies import HOPS, SIZES, InvalidArgument, check_ir, custom_rows, rows_named
+from strategies import SIZES, InvalidArgument, check_hops, check_ir, custom_rows, rows_named
 
 from .._errors import UsageError
 from ..adapters import reference_of
@@ -18,17 +18,14 @@ GRAPH_KINDS = ("functional", "mutating")
 
 
 def _hops(hops, ir: str, dynamic: bool) -> list:
-    """``hops=`` as a list of the higher-order ops to draw (a comma-separated string too)."""
+    """``hops=`` (a list, or names comma-separated) checked as ``graphs(hops=)`` checks it."""
     if hops is None:
         return []
-    names = [h.strip() for h in hops.split(",") if h.strip()] if isinstance(hops, str) else list(hops)
-    unknown = [h for h in names if h not in HOPS]
-    if unknown:
-        raise UsageError(f"hops: {unknown[0]!r} is not a higher-order op the generator draws; it draws "
-                         f"{', '.join(HOPS)}")
-    if names and (dynamic or ir not in ("aten", "post-grad")):
-        raise UsageError(f"hops are drawn in aten and post-grad graphs, not {'dynamic ones' if dynamic else ir}")
-    return list(dict.fromkeys(names))
+    names = [h.strip() for h in hops.split(",") if h.strip()] if isinstance(hops, str) else hops
+    try:
+        return list(check_hops(names, ir, dynamic))
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
 
 
 def resolve_options(args: dict) -> dict:

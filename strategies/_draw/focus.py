@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._errors import InvalidArgument
-from .hops import HOPS
+from .hops import check_hops
 from .seeds import SeedGraph
 
 BASIC_SCALARS = (0, 1, -1, 2, 0.5)
@@ -51,9 +51,7 @@ class Focus:
         if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):
             raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops")
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
-        if isinstance(self.hops, str) or any(h not in HOPS for h in self.hops):
-            raise InvalidArgument(f"Focus(hops={self.hops!r}) must be a list of some of {HOPS}")
-        object.__setattr__(self, "hops", tuple(self.hops))
+        object.__setattr__(self, "hops", check_hops(self.hops))
         object.__setattr__(self, "acting", tuple(self.acting))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))

@@ -27,14 +27,31 @@ import torch
 from .._build.builder import GraphBuilder, StepRejected, Value, _copy_strided, _shares_storage
 from .._catalog.ops import rows_named
 from .._draws import choose, flag, integers
+from .._errors import InvalidArgument
 from .operands import DrawContext
 
 HOPS = ("cond", "invoke_subgraph")
+HOP_IRS = ("aten", "post-grad")  # the IRs whose tracers keep them as higher-order ops
 # A branch or block: at most this many nodes (they count against the outer graph's node budget too).
 MAX_SUBGRAPH_NODES = 4
 
 aten = torch.ops.aten
 higher_order = torch.ops.higher_order
+
+
+def check_hops(hops, ir: str = "aten", dynamic: bool = False) -> tuple:
+    """``hops`` as a tuple of names of ``HOPS`` (InvalidArgument otherwise), for graphs in ``ir``."""
+    if isinstance(hops, str) or not hasattr(hops, "__iter__"):
+        raise InvalidArgument(f"hops={hops!r} must be a list of higher-order op names, some of {HOPS}")
+    hops = tuple(dict.fromkeys(hops))
+    unknown = [h for h in hops if h not in HOPS]
+    if unknown:
+        raise InvalidArgument(f"hops={list(hops)!r}: {unknown[0]!r} is not a higher-order op the generator draws; "
+                              f"it draws {', '.join(HOPS)}")
+    if hops and (dynamic or ir not in HOP_IRS):
+        raise InvalidArgument(f"hops={list(hops)!r}: drawn in ir='aten' and 'post-grad' graphs, not "
+                              f"{'dynamic ones' if dynamic else f'ir={ir!r}'}")
+    return hops
 
 
 def hop_step(draw, ctx: DrawContext, kind: str, draw_steps) -> None:
