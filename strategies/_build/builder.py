@@ -117,14 +117,14 @@ class GraphBuilder:
         node = self.graph.placeholder(f"arg{sum(1 for n in self.graph.nodes if n.op == 'placeholder')}")
         return self._add(Value(node, tensor, INPUT))
 
-    def add_subgraph(self, module: fx.GraphModule, name: str | None = None) -> Value:
+    def add_subgraph(self, module: fx.GraphModule, name: str | None = None, *, copy_it: bool = True) -> Value:
         """A higher-order op's subgraph (a ``cond`` branch, an ``invoke_subgraph`` body), held by the
         graph's root as ``name`` (default ``subgraph<n>``) and fetched by a ``get_attr`` node: a Value
         whose ``tensor`` is the module (an argument of the call, never an operand drawn for another
-        op). The module is a copy."""
+        op). The module is a copy, unless ``copy_it=False`` (a module made for this graph alone)."""
         name = name or f"subgraph{self.n_subgraphs}"
         self.n_subgraphs += 1
-        self.root.add_module(name, copy.deepcopy(module))
+        self.root.add_module(name, copy.deepcopy(module) if copy_it else module)
         node = self.graph.get_attr(name)
         return Value(node, getattr(self.root, name), CONSTANT, pure=False)
 

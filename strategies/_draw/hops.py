@@ -81,7 +81,8 @@ def _cond(draw, ctx: DrawContext, operands: list, draw_steps) -> None:
     false_gm, _ = _subgraph(draw, ctx, operands, draw_steps, like=out)
     pred = _call(b, aten.gt.Scalar, (_call(b, aten.sum.default, (operands[0],)), 0))
     k = b.n_subgraphs  # named as torch's tracers name them
-    branches = (b.add_subgraph(true_gm, f"true_graph_{k}"), b.add_subgraph(false_gm, f"false_graph_{k}"))
+    branches = (b.add_subgraph(true_gm, f"true_graph_{k}", copy_it=False),
+                b.add_subgraph(false_gm, f"false_graph_{k}", copy_it=False))
     b.call(None, higher_order.cond, (pred, *branches, tuple(operands)), {})
 
 
@@ -91,7 +92,7 @@ def _invoke_subgraph(draw, ctx: DrawContext, operands: list, draw_steps) -> None
         raise StepRejected("no room for two calls of a block")
     block, _ = _subgraph(draw, ctx, operands, draw_steps)
     k = b.n_subgraphs
-    module = b.add_subgraph(block, f"repeated_subgraph{k}")
+    module = b.add_subgraph(block, f"repeated_subgraph{k}", copy_it=False)
     name = f"subgraph_{k}"
     result = b.call(None, higher_order.invoke_subgraph, (module, name, *operands), {})
     for _ in range(draw(integers(1, 2))):
