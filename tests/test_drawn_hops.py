@@ -43,11 +43,17 @@ def test_drawn_higher_order_ops_run_keep_their_irs_invariants_and_have_functiona
         assert any(sum(n.target is hop.invoke_subgraph for n in c.gm.graph.nodes) >= 2 for c in holding)
 
 
-def test_no_hops_draws_the_graphs_it_drew_before():
-    """Asking for none leaves the step table as it was: a seed draws the same graphs."""
-    a = _draw_cases(graphs(device="cpu"), 8, 3)
-    b = _draw_cases(graphs(hops=(), device="cpu"), 8, 3)
-    assert [c.gm.code for c in a] == [c.gm.code for c in b] and not any(_hops_in(c.gm) for c in a)
+def test_the_step_table_holds_higher_order_ops_only_when_asked():
+    """Without hops the step table is the one drawn before they existed (every seed draws the graphs it
+    drew), and no drawn graph holds one; asked for, each is one more kind after all the others."""
+    from strategies import OPS
+    from strategies._draw.draw import _STEP_WEIGHTS, _step_kinds
+
+    plain = _step_kinds(OPS, (), False, False)
+    assert list(plain.items) == [k for k, _ in _STEP_WEIGHTS if k in plain.items] and not set(HOPS) & set(plain.items)
+    asked = _step_kinds(OPS, (), False, False, HOPS)
+    assert list(asked.items) == [*plain.items, *HOPS]
+    assert not any(_hops_in(c.gm) for c in _draw_cases(graphs(device="cpu"), 8, 3))
 
 
 def test_bad_hops_are_one_clear_error():
@@ -166,3 +172,20 @@ def test_eliminate_dead_code_on_graphs_holding_subgraphs_only_removes_dead_code(
         cleared_in_a_branch += any(len(m.graph.nodes) != len(a.graph.nodes)
                                    for m, a in zip(branches, [m for m in after.children() if isinstance(m, fx.GraphModule)]))
     assert cleared_in_a_branch >= 2
+
+
+def test_a_subgraph_two_calls_fetch_is_checked_once_and_named():
+    """A block that writes in place, called twice: one error naming the block's node (the IR rules hold
+    inside subgraphs), not one per call."""
+    g = fx.Graph()
+    a = g.placeholder("a")
+    g.output((g.call_function(torch.ops.aten.add_.Tensor, (a, 1)),))
+    root = torch.nn.Module()
+    root.block = fx.GraphModule(torch.nn.Module(), g)
+    outer = fx.Graph()
+    x = outer.placeholder("x")
+    block = outer.get_attr("block")
+    calls = [outer.call_function(hop.invoke_subgraph, (block, "b", x)) for _ in range(2)]
+    outer.output(tuple(outer.call_function(operator.getitem, (c, 0)) for c in calls))
+    errors = ir_errors(fx.GraphModule(root, outer), "post-grad")
+    assert errors == ["block.add__tensor: aten.add_.Tensor mutates inside a subgraph"], errors

@@ -311,21 +311,21 @@ _FUNCTIONAL_HOPS = ("cond", "invoke_subgraph", "auto_functionalized", "auto_func
 def _node_errors(gm: fx.GraphModule, calls: list, ir: str, where: str = "") -> list:
     """Each call is an ATen overload, a getitem or a functional higher-order op (whose subgraphs are
     held to the same rules, named by their attribute); a grad-mode toggle where the IR has them."""
-    errors = []
+    errors, subgraphs = [], {}  # each subgraph checked once, however many calls fetch it
     for n in calls:
         if isinstance(n.target, torch._ops.HigherOrderOperator) and n.target.name() in _FUNCTIONAL_HOPS:
-            for a in n.args:
-                if isinstance(a, fx.Node) and a.op == "get_attr" and isinstance(sub := getattr(gm, a.target, None),
-                                                                                 fx.GraphModule):
-                    inner = [m for m in sub.graph.nodes if m.op == "call_function"]
-                    errors += _node_errors(sub, inner, ir, f"{where}{a.target}.")
-                    errors += [f"{where}{a.target}.{m.name}: {m.target} mutates inside a subgraph" for m in inner
-                               if _mutable(m.target)]
+            subgraphs.update((a.target, getattr(gm, a.target, None)) for a in n.args
+                             if isinstance(a, fx.Node) and a.op == "get_attr")
         elif not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
                 and not (ir in ("aten", "pre-dispatch", "dynamo") and n.target is torch._C._set_grad_enabled):
             errors.append(f"{where}{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
         elif ir in ("post-grad", "export", "export-module") and _composite_implicit(n.target):
             errors.append(f"{where}{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
+    for target, sub in subgraphs.items():
+        if isinstance(sub, fx.GraphModule):
+            inner = [m for m in sub.graph.nodes if m.op == "call_function"]
+            errors += _node_errors(sub, inner, ir, f"{where}{target}.")
+            errors += [f"{where}{target}.{m.name}: {m.target} mutates inside a subgraph" for m in inner if _mutable(m.target)]
     return errors
 
 
