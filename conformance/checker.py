@@ -37,7 +37,7 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
-from strategies import attach_meta
+from strategies import attach_meta, current_modes
 
 from ._errors import OriginalFailed, UsageError
 from ._result import DEFAULT_PROPERTIES, EXECUTION, PROPERTIES, Verdict
@@ -152,12 +152,12 @@ class _Run(Judgements):
         exp_in = clone_inputs(self.inputs)
         original = _pristine(self.gm)
         try:
-            exp_out, exp_grad = quietly("original", _call, original, exp_in)
+            exp_out, exp_modes = quietly("original", _call, original, exp_in)
         except Exception as exc:  # noqa: BLE001 - the graph itself, not the pass: never the pass's verdict
             device = next((t.device for t in self.inputs if isinstance(t, torch.Tensor)), "cpu")
             raise OriginalFailed(f"the original graph does not run on {device}: {type(exc).__name__}: "
                                  f"{_first_line(str(exc))}") from exc
-        self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_grad)
+        self.expected = (pytree.tree_flatten(exp_out), exp_in, exp_modes)
         self.exp_constants = tensor_constants(original)  # after its one run
         given = self.dyn.for_pass() if self.dyn else self.gm  # over symbols of its own (dynamic.py)
         applied = self._apply(given, self.inputs)
@@ -173,7 +173,7 @@ class _Run(Judgements):
         act_in = clone_inputs(self.inputs)
         try:
             with timed(self.c.timeout):
-                act_out, act_grad = quietly("result", _call, after, act_in)
+                act_out, act_modes = quietly("result", _call, after, act_in)
         except ExampleTimeout:
             self.violation(EXECUTION, f"time={self.c.timeout:g} s elapsed running the graph the pass returned, but "
                                       f"it should run within the timeout: it hangs or is far too slow", kind="hung")
@@ -190,7 +190,7 @@ class _Run(Judgements):
         if self.wants("values"):
             self._values(exp_flat, exp_spec, act_flat, act_spec, exp_in, act_in)
         if self.wants("mutations"):
-            self._mutations(act_in, act_grad)
+            self._mutations(act_in, act_modes)
             self._constant_writes(act_constants)
         if self.wants("aliasing") and len(exp_flat) == len(act_flat):
             self._aliasing(exp_flat, exp_in, act_flat, act_in, after)
@@ -256,10 +256,10 @@ class _Run(Judgements):
 
 
 def _call(gm, inputs):
-    """Run ``gm``: (outputs, grad mode right after the run); grad mode is then restored."""
+    """Run ``gm``: (outputs, grad mode and autocast right after the run); both are then restored."""
     with graph_run(gm):
         out = gm(*inputs)
-        return out, torch.is_grad_enabled()
+        return out, current_modes()
 
 
 

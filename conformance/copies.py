@@ -19,6 +19,8 @@ import torch
 import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
+from strategies import current_modes, restore_modes
+
 from ._errors import UsageError
 
 
@@ -135,8 +137,8 @@ def to_device(gm: fx.GraphModule, inputs: tuple, device: str) -> tuple:
 
 @contextmanager
 def graph_run(gm: fx.GraphModule | None = None):
-    """Runs a graph (or a pass, which may run one): grad mode is as it was afterwards (a graph's
-    ``_set_grad_enabled`` nodes may change it), and torch's generators are seeded with
+    """Runs a graph (or a pass, which may run one): grad mode and autocast are as they were afterwards
+    (a graph's ``_set_grad_enabled`` and ``_enter_autocast`` nodes may change them), and torch's generators are seeded with
     ``strategies.RNG_SEED`` first and restored afterwards, so random ops draw the same values on
     every run: what a pass must keep. Where ``gm`` (the graph about to run) holds random ops, they
     draw in their results' logical order (``_random.logical_order``): a pass that only changes
@@ -145,7 +147,7 @@ def graph_run(gm: fx.GraphModule | None = None):
 
     from ._random import has_random_ops, logical_order
 
-    grad = torch.is_grad_enabled()
+    modes = current_modes()
     with torch.random.fork_rng():
         # Not torch.manual_seed: on a build without CUDA, XPU or MTIA it still queues a lazy seed call
         # for each, with a formatted stack (2 ms a call, 12% of a CPU search's time)
@@ -156,7 +158,7 @@ def graph_run(gm: fx.GraphModule | None = None):
             with logical_order() if gm is not None and has_random_ops(gm) else nullcontext():
                 yield
         finally:
-            torch._C._set_grad_enabled(grad)
+            restore_modes(modes)
 
 
 def tensor_constants(gm: fx.GraphModule) -> dict:

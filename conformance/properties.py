@@ -4,7 +4,7 @@ runs the original, the pass and the graph it returned; this module compares them
 ``Judgements`` is the base of the checker's ``_Run`` and holds its comparisons: ``validity``'s
 ``meta['val']`` check (an interpreter run of the result, less the stale entries the original had
 already), ``values`` (output metadata, autograd state, then the oracle), ``mutations`` (inputs,
-tensor constants and grad mode after the run), ``aliasing`` (``alias_map``: what each output shares
+tensor constants, grad mode and autocast after the run), ``aliasing`` (``alias_map``: what each output shares
 storage with, and whether an input object itself is returned), and the ``preserve=`` contracts
 (a violation counts only where the original had none like it). ``idempotence`` and ``determinism``
 apply the pass again, so they stay with the runs in ``checker.py``.
@@ -16,6 +16,8 @@ import collections
 import re
 
 import torch
+
+from strategies import describe_modes
 
 from ._result import Violation
 from ._warning_log import quietly
@@ -95,16 +97,16 @@ class Judgements:
             if message:
                 self.violation("values", message)
 
-    def _mutations(self, act_in, act_grad):
-        _, exp_in, exp_grad = self.expected
+    def _mutations(self, act_in, act_modes):
+        _, exp_in, exp_modes = self.expected
         for i, (a, e) in enumerate(zip(act_in, exp_in)):
             message = self._state_mismatch(a, e, self.inputs[i], f"input[{i}] after the run", "mutates",
                                            lambda ref: ref[1][i])
             if message:
                 self.violation("mutations", message)
-        if act_grad != exp_grad:
-            self.violation("mutations", f"grad mode after the run={act_grad}, but should be {exp_grad} "
-                                        f"(a _set_grad_enabled node was dropped or changed)")
+        message = describe_modes(act_modes, exp_modes)
+        if message:
+            self.violation("mutations", message)
 
     def _constant_writes(self, act_constants):
         """A graph may write its own constants (module buffers): that state is the caller's too."""

@@ -16,6 +16,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .device import RNG_SEED, device_of, seeded
+from .modes import modes_kept
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,10 +67,8 @@ def attach_meta(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
                 n.meta["val"] = type(out)(views.fake_of(o) if isinstance(o, torch.Tensor) else o for o in out)
             return out
 
-    grad = torch.is_grad_enabled()
-    try:  # the graph may toggle grad mode (``_set_grad_enabled`` nodes): restore it; random ops
-        with seeded(device_of(example_inputs), RNG_SEED):  # draw from RNG_SEED's state, not the caller's
-            _Record(gm).run(*example_inputs)
-    finally:
-        torch._C._set_grad_enabled(grad)
+    # the graph may switch grad mode or autocast: they are put back; random ops draw from
+    # RNG_SEED's state, not the caller's
+    with modes_kept(), seeded(device_of(example_inputs), RNG_SEED):
+        _Record(gm).run(*example_inputs)
     return gm
