@@ -25,7 +25,13 @@ def draws_random(target) -> bool:
 
 
 def has_random_ops(gm) -> bool:
-    return any(n.op == "call_function" and draws_random(n.target) for n in gm.graph.nodes)
+    """Whether ``gm`` or a subgraph it holds (a region's body) calls a random op."""
+    return any(n.op == "call_function" and draws_random(n.target)
+               for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes)
+
+
+# a region's higher-order op: (its body's position, the context its body runs in)
+_REGIONS = {"wrap_with_set_grad_enabled": (1, torch.set_grad_enabled), "wrap_with_autocast": (4, torch.autocast)}
 
 
 def _contiguous(obj):
@@ -33,13 +39,21 @@ def _contiguous(obj):
 
 
 class logical_order(TorchDispatchMode):  # noqa: N801 - used as a context manager, like torch's modes
-    """The mode of the module docstring (entered only around graphs that hold random ops). Higher-
-    order ops (a lowered graph's ``triton_kernel_wrapper_mutation``) run as they would without it."""
+    """The mode of the module docstring (entered only around graphs that hold random ops). A region's
+    higher-order op (``wrap_with_set_grad_enabled``, ``wrap_with_autocast``: its body may draw) runs
+    its body within the mode, under the region's mode, as the op itself would; other higher-order
+    ops (a lowered graph's ``triton_kernel_wrapper_mutation``) run as they would without it."""
 
     supports_higher_order_operators = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        region = _REGIONS.get(getattr(func, "__name__", None)) if isinstance(func, torch._ops.HigherOrderOperator) \
+            else None
+        if region is not None:
+            at = region[0]  # the body's position: the region's mode arguments come first
+            with region[1](*args[:at]), self:
+                return args[at](*args[at + 1:])
         if not draws_random(func):
             return func(*args, **kwargs)
         tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]

@@ -8,7 +8,9 @@ Accepted forms (``SIGNATURES``), detected by inspection unless ``signature=`` na
 - ``gm-varargs``:  ``fn(gm, *sample_inputs)`` (``torch.fx.passes.reinplace.reinplace``);
 - ``gm-settings``: ``fn(gm, settings)`` (Torch-TensorRT's current form; settings from a factory);
 - ``gm-signature``: ``fn(gm, graph_signature)`` (torch.export passes; gets a copy of the export
-                   graph's ``gm.meta["graph_signature"]``, so it needs ``ir="export"`` graphs);
+                   graph's ``gm.meta["graph_signature"]``, so it needs ``ir="export"`` graphs, or
+                   None where the graph has none and the pass says it takes None, as export's
+                   ``replace_set_grad_with_hop_pass`` does over make_fx's trace);
 - ``graph``:       ``fn(graph: fx.Graph) -> None | fx.Graph`` (Inductor custom-pass style);
 - ``pattern-table``: an Inductor ``PatternMatcherPass`` (``table.apply(graph)`` returns how many
                    matches it replaced); a table of an Inductor module that fills its tables in a
@@ -144,6 +146,9 @@ class PassUnderTest:
             ret = self.fn(work, self.settings_factory(), **kw)
         elif self.form == "gm-signature":
             signature = work.meta.get("graph_signature")
+            if signature is None and _second_takes_none(self.fn):  # export's passes over make_fx's trace
+                ret = self.fn(work, None, **kw)
+                return _normalise(ret, work)
             if signature is None:
                 raise UsageError(f"{self.name} takes (gm, graph_signature), but this graph has no export signature; "
                                  f"verify it on export graphs (--ir export)")
@@ -154,6 +159,20 @@ class PassUnderTest:
 
     def __repr__(self) -> str:
         return f"<pass {self.name} ({self.form})>"
+
+
+def _second_takes_none(fn) -> bool:
+    """Whether ``fn``'s second parameter says it may be None (a default of None, or an annotation
+    ``X | None`` / ``Optional[X]``), as torch.export's passes that also run before a signature exists."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(params) < 2:
+        return False
+    second = params[1]
+    text = second.annotation if isinstance(second.annotation, str) else repr(second.annotation)
+    return second.default is None or bool(re.search(r"\|\s*None\b|\bNone\s*\||Optional\[", text))
 
 
 def _normalise(ret, work: fx.GraphModule) -> Applied:

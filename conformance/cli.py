@@ -182,7 +182,9 @@ def _add_verify(sub) -> None:
                         "thresholds real rewrites check (default small: fast, and what failures shrink to)")
     v.add_argument("--hops", metavar="cond,invoke_subgraph", default=None,
                    help="draw higher-order ops too: torch.cond with drawn branches, invoke_subgraph (one drawn "
-                        "block called more than once); aten and post-grad graphs")
+                        "block called more than once), in aten and post-grad graphs; wrap_with_set_grad_enabled, "
+                        "wrap_with_autocast (grad and autocast regions) in pre-dispatch graphs, and in aten "
+                        "graphs as make_fx traces them")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
     v.add_argument("--specials", choices=SPECIALS, default="strict",

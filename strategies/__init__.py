@@ -10,6 +10,7 @@
 from . import _determinism  # noqa: F401 - first: draws must not depend on imports (see the module)
 from ._build.builder import eager_fake_disagreement, fake_disagreements
 from ._build.device import RNG_SEED
+from ._build.modes import current_modes, describe_modes, modes_kept, restore_modes
 from ._draw.chains import CHAINS
 from ._catalog.vocabulary import CATEGORIES, DOMAINS, Kwarg, OpSpec
 from ._errors import InvalidArgument
@@ -58,6 +59,10 @@ __all__ = [
     "check_hops",
     "SIZES",
     "attach_meta",
+    "current_modes",
+    "describe_modes",
+    "modes_kept",
+    "restore_modes",
     "broadcastable_shapes",
     "check_ir",
     "dtypes",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ._build.device import check_device
 from ._draw.draw import aten_graphs
 from ._draw.focus import Focus
-from ._draw.hops import HOP_IRS, check_hops
+from ._draw.hops import check_hops, hops_in
 from ._draw.probe import drawing_support
 from ._dynamic.programs import FLOATS, dynamic_graph_cases, focus_kinds
 from ._errors import InvalidArgument
@@ -82,7 +82,9 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
         hops: higher-order ops to draw among the steps (``strategies.HOPS``): "cond" (``torch.cond``
             on ``sum(x) > 0`` with two drawn branches) and "invoke_subgraph" (one drawn block called
             two or three times), their subgraphs ``get_attr`` submodules as traced graphs hold them
-            (``_draw/hops.py``). "aten" and "post-grad" graphs.
+            (``_draw/hops.py``), in "aten" and "post-grad" graphs; "wrap_with_set_grad_enabled"
+            (grad regions) and "wrap_with_autocast" (autocast regions to bfloat16 or float16) in
+            "pre-dispatch" graphs, outlined as torch's pre-dispatch export outlines them.
 
     Every node carries ``meta['val']`` (a fake tensor of one shared FakeTensorMode). Shrinks by
     deleting steps and moving operands towards the first input and ops towards simpler ones.
@@ -121,8 +123,8 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
-    if isinstance(focus, Focus) and focus.hops and ir not in HOP_IRS:
-        focus = dataclasses.replace(focus, hops=())  # a pass's named hops are drawn where they trace
+    if isinstance(focus, Focus) and hops_in(focus.hops, ir) != focus.hops:
+        focus = dataclasses.replace(focus, hops=hops_in(focus.hops, ir))  # a pass's named hops: where they trace
     run_device, support = drawing_support(dev)
     drawn = aten_graphs(ops=ops, dtypes=dtypes, min_nodes=min_nodes, max_nodes=max_nodes, min_inputs=min_inputs,
                         max_inputs=max_inputs, views=views, mutations=mutations, special_values=special_values,

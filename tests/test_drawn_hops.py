@@ -26,7 +26,7 @@ def _hops_in(gm: fx.GraphModule) -> set:
 
 
 @pytest.mark.parametrize("ir", ["aten", "post-grad"])
-@pytest.mark.parametrize("kind", HOPS)
+@pytest.mark.parametrize("kind", ["cond", "invoke_subgraph"])
 def test_drawn_higher_order_ops_run_keep_their_irs_invariants_and_have_functional_subgraphs(kind, ir):
     """Seed 0: of 12 graphs, cond 5 and 4 aten and post-grad graphs hold one, invoke_subgraph 9 and 7
     (2-core AMD EPYC: 1.1 s and 3.3 s for the four draws)."""
@@ -51,8 +51,11 @@ def test_the_step_table_holds_higher_order_ops_only_when_asked():
 
     plain = _step_kinds(OPS, (), False, False)
     assert list(plain.items) == [k for k, _ in _STEP_WEIGHTS if k in plain.items] and not set(HOPS) & set(plain.items)
-    asked = _step_kinds(OPS, (), False, False, HOPS)
-    assert list(asked.items) == [*plain.items, *HOPS]
+    assert "grad-region" not in plain.items and "autocast-region" not in plain.items
+    asked = _step_kinds(OPS, (), False, False, HOPS)  # a region's op is drawn as its region
+    assert list(asked.items) == [*plain.items, "cond", "invoke_subgraph", "grad-region", "autocast-region"]
+    mutating = _step_kinds(OPS, (), True, False, HOPS)  # grad regions drawn anyway are not doubled
+    assert mutating.items.count("grad-region") == 1 and mutating.items[-1] == "autocast-region"
     assert not any(_hops_in(c.gm) for c in _draw_cases(graphs(device="cpu"), 8, 3))
 
 
@@ -63,6 +66,9 @@ def test_bad_hops_are_one_clear_error():
         graphs(hops=["while_loop"])
     with pytest.raises(InvalidArgument, match="ir='export'"):
         graphs(hops=["cond"], ir="export")
+    with pytest.raises(InvalidArgument, match="wrap_with_autocast is drawn in 'pre-dispatch' and 'aten' graphs, "
+                                              "not ir='post-grad'"):
+        graphs(hops=["wrap_with_autocast"], ir="post-grad")
     with pytest.raises(UsageError, match="'map' is not a higher-order op"):
         verify(lambda gm: gm, hops="cond,map", repro_dir=None)
     with pytest.raises(UsageError, match="not dynamic ones"):

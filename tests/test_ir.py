@@ -101,7 +101,8 @@ def test_each_ir_has_the_form_its_stage_makes(drawn):
     assert not any(isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable and t is not aten.copy_.default
                    for t in post)
     assert torch._C._set_grad_enabled not in post and torch._C._set_grad_enabled not in export
-    assert pre[torch._C._set_grad_enabled] > 0 and plain[torch._C._set_grad_enabled] > 0
+    assert plain[torch._C._set_grad_enabled] > 0  # grad regions as drawn; pre-dispatch outlines them, as export
+    assert pre[torch.ops.higher_order.wrap_with_set_grad_enabled] > 0 and torch._C._set_grad_enabled not in pre
     assert any(isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable and t is not aten.copy_.default
                for t in pre)  # pre-dispatch keeps in-place ops
     assert not any(isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable for t in export)

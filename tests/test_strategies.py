@@ -54,8 +54,10 @@ def test_every_catalog_op_is_reachable(row):
 
 @pytest.mark.parametrize("feature", FEATURES)
 def test_every_feature_is_reachable(feature):
+    autocast = feature == "autocast-region"  # drawn where asked, in pre-dispatch graphs
     strategy = graphs(mutations=feature in MUTATION_FEATURES, special_values=feature == "special-values",
-                      requires_grad=feature == "requires-grad")
+                      requires_grad=feature == "requires-grad", ir="pre-dispatch" if autocast else "aten",
+                      hops=["wrap_with_autocast"] if autocast else ())
     find_any(strategy, lambda case: feature in case.features, max_examples=2000)
 
 

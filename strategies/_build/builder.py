@@ -36,6 +36,7 @@ MAX_NUMEL = 2048  # keeps eager, fake propagation and interpreter-run kernels ch
 MAX_NUMEL_LARGE = 1 << 18  # sizes="large": tensors of 4096-65536 elements, and what they compute
 INPUT, CONSTANT, TEMP = "input", "constant", "temp"
 set_grad_enabled = torch._C._set_grad_enabled
+enter_autocast, exit_autocast = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
 
 
 @dataclass(frozen=True)
@@ -392,6 +393,29 @@ class GraphBuilder:
     def set_grad(self, enabled: bool) -> fx.Node:
         set_grad_enabled(enabled)
         return self.graph.call_function(set_grad_enabled, (enabled,))
+
+    @contextlib.contextmanager
+    def autocast(self, dtype: torch.dtype):
+        """An autocast region on the graph's device (``dtype``: its lower precision): the calls made in
+        the body run under autocast here and sit between ``_enter_autocast`` and ``_exit_autocast``
+        nodes, as a traced ``with torch.autocast(...)`` block leaves them; a body that made no call
+        leaves no node. The body raising closes autocast here without the exit node (the graph is
+        abandoned). Not on a simulated device: its autocast rules are not the CPU's."""
+        if self.device != self.run_device:
+            raise StepRejected(f"autocast on a simulated {self.device.type} device")
+        args = (self.device.type, dtype, True, None)
+        mode = enter_autocast(*args)
+        node, calls = self.graph.call_function(enter_autocast, args), self.n_calls
+        try:
+            yield
+        except BaseException:
+            exit_autocast(mode)
+            raise
+        exit_autocast(mode)
+        if self.n_calls == calls:
+            self.graph.erase_node(node)
+        else:
+            self.graph.call_function(exit_autocast, (node,))
 
     def output(self, values: list) -> None:
         self.graph.output(tuple(v.node for v in values))

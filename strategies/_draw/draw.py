@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from .._build.builder import INPUT, MAX_NUMEL, MAX_NUMEL_LARGE, GraphBuilder, StepRejected, Value, storage_key
 from .._build.device import RNG_SEED, seeded
 from .._build.meta import shared_fake_mode
+from .._build.modes import current_modes, modes_kept, restore_modes
 from .._catalog import vocabulary as C
 from .._catalog.aims import aims_of
 from .._catalog.custom import custom_rows
@@ -38,7 +39,7 @@ from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
 from .features import graph_features
 from .focus import Focus
-from .hops import HOPS, MAX_SUBGRAPH_NODES, hop_step
+from .hops import HOPS, MAX_SUBGRAPH_NODES, REGION_HOPS, hop_step
 from .seeds import seed_step
 
 
@@ -53,6 +54,12 @@ _STEP_WEIGHTS = ((C.POINTWISE, 24), (C.VIEW, 10), (C.REDUCTION, 5), (C.OTHER, 5)
                  (C.INDEXING, 1), (C.FACTORY, 1), (C.QUANT, 1), (C.RANDOM, 1), (C.CUSTOM, 24))
 # Each higher-order op asked for (graphs(hops=...)): about one step in ten of a default draw.
 _HOP_WEIGHT = 10
+# The lower precisions of an autocast region (both devices' autocast takes either), and the rows
+# autocast runs in them on the CPU and on CUDA alike (autocast_mode.cpp's lower-precision lists):
+# an autocast region's first step is one of these half the time.
+AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
+AUTOCAST_CASTS = ("aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.baddbmm.default",
+                  "aten.scaled_dot_product_attention.default")
 
 
 class _Config:
@@ -82,6 +89,8 @@ class _Config:
         self.kinds = _step_kinds(rows, chains, mutations, False, hops)
         self.region_kinds = _step_kinds(rows, chains, mutations, True)
         self.by_category = op_tables(rows, chains)
+        self.autocast_rows = [replace(r, dtypes=frozenset({torch.float32})) for r in rows
+                              if r.name in AUTOCAST_CASTS and torch.float32 in r.dtypes] if hops else []
         self._subgraph_config = None
 
     def subgraph_config(self) -> "_Config":
@@ -122,7 +131,12 @@ def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool, ho
     present = {row.category for row in rows} | {ch.category for ch in chains}  # a chain's kind may have no row
     kinds = [(kind, weight) for kind, weight in _STEP_WEIGHTS
              if kind in present or kind == "duplicate" or (kind == "grad-region" and mutations and not in_region)]
-    kinds += [(hop, _HOP_WEIGHT) for hop in hops]  # after the others: graphs without hops draw as before
+    # after the others: graphs without hops draw as before. A region's higher-order op is drawn as
+    # its region (pre-dispatch tracing makes the op of it); a grad region drawn anyway keeps its place
+    # and gets the weight of an op asked for.
+    asked = [REGION_HOPS.get(hop, hop) for hop in hops]
+    kinds = [(k, max(w, _HOP_WEIGHT) if k in asked else w) for k, w in kinds]
+    kinds += [(k, _HOP_WEIGHT) for k in asked if k not in [k for k, _ in kinds]]
     return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
 
 
@@ -218,7 +232,7 @@ def _checked_dtype(dtype):
 
 @st.composite
 def _graph_cases(draw, cfg: _Config) -> GraphCase:
-    grad_mode = torch.is_grad_enabled()
+    modes = current_modes()  # a grad or autocast region left open by a rejected draw is closed below
     try:
         builder = GraphBuilder(special_values=cfg.special_values, fake_mode=shared_fake_mode(),
                                max_nodes=cfg.max_nodes, max_numel=MAX_NUMEL_LARGE if cfg.large else MAX_NUMEL,
@@ -250,7 +264,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
             reject()
         draw(_outputs(builder))
     finally:
-        torch._C._set_grad_enabled(grad_mode)
+        restore_modes(modes)
     gm = builder.graph_module()
     gm.graph.lint()
     recipes = tuple(builder.recipes)
@@ -291,12 +305,8 @@ def _with_grad(draw, gm: fx.GraphModule, recipes: tuple, features: frozenset, wr
 
 
 def _run_seeded(gm: fx.GraphModule, inputs: tuple, device):
-    grad = torch.is_grad_enabled()
-    try:
-        with seeded(device, RNG_SEED):
-            return gm(*inputs)
-    finally:
-        torch._C._set_grad_enabled(grad)
+    with modes_kept(), seeded(device, RNG_SEED):
+        return gm(*inputs)
 
 
 @st.composite
@@ -331,24 +341,52 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
         b.set_grad(True)
         return
     try:
+        if kind == "autocast-region":
+            _autocast_region(draw, ctx, cfg)
+            return
         if kind in HOPS:
             hop_step(draw, ctx, kind, lambda sub_ctx, n: _sub_steps(draw, sub_ctx, cfg.subgraph_config(), n))
             return
         if kind == "duplicate":
             _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
             return
-        spec = cfg.by_category[kind].draw(draw)
-        if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
-            return
-        if isinstance(spec, Chain):
-            spec.emit(draw, ctx)
-            return
-        args, kwargs = call_args(draw, ctx, spec)
-        value = b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
-        if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
-            _read_after_write(draw, b, value)
+        _op_step(draw, ctx, cfg, kind)
     except StepRejected:
         pass
+
+
+def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str) -> None:
+    """One row (or chain) of category ``kind``; StepRejected where its call cannot be made."""
+    b = ctx.builder
+    spec = cfg.by_category[kind].draw(draw)
+    if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
+        return
+    if isinstance(spec, Chain):
+        spec.emit(draw, ctx)
+        return
+    args, kwargs = call_args(draw, ctx, spec)
+    value = b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+    if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
+        _read_after_write(draw, b, value)
+
+
+def _autocast_region(draw, ctx: DrawContext, cfg: _Config) -> None:
+    """1-3 steps under autocast (``GraphBuilder.autocast``) to a lower precision: half the time the
+    first is one of ``AUTOCAST_CASTS`` where the rows hold one, on float32 operands, what autocast
+    casts (most other ops it leaves as they are, and a region of those alone is one a pass may drop
+    unseen)."""
+    casts = cfg.autocast_rows
+    with ctx.builder.autocast(choose(draw, AUTOCAST_DTYPES)):
+        for i in range(draw(integers(1, 3))):
+            if i == 0 and casts and flag(draw):
+                spec = choose(draw, casts)
+                try:  # (a rejected step must not leave the region: its enter node is in the graph)
+                    args, kwargs = call_args(draw, ctx, spec)
+                    ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+                except StepRejected:
+                    pass
+            else:
+                _do_step(draw, ctx, cfg, in_region=True)
 
 
 def _sub_steps(draw, sub_ctx: DrawContext, sub_cfg: _Config, n: int) -> None:

@@ -12,16 +12,21 @@ import torch.fx as fx
 from .._catalog import vocabulary as C
 from .._build.builder import set_grad_enabled, storage_key
 from .._build.device import RNG_SEED, device_of, seeded
+from .._build.modes import modes_kept
 from .._catalog.ops import OPS
 
 FEATURES = (
     "view", "broadcast", "non-contiguous", "scalar-arg", "kwarg", "constant", "multiple-outputs",
     "input-as-output", "dead-code", "duplicate-subexpression", "reduction", "special-values",
     "inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region", "requires-grad",
+    "autocast-region",
 )
 MUTATION_FEATURES = frozenset({"inplace", "input-mutation", "view-mutation", "metadata-mutation", "grad-region"})
 
 _ROW = {row.overload: row for row in OPS}
+_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
+# an autocast region: as drawn (aten) and as pre-dispatch outlines it
+_AUTOCAST = (torch.amp.autocast_mode._enter_autocast, torch.ops.higher_order.wrap_with_autocast)
 # In-place ops that change shape/strides rather than values, for targets outside the catalog.
 _METADATA_MUTATORS = frozenset({"transpose_", "t_", "unsqueeze_", "squeeze_", "as_strided_", "swapdims_",
                                 "swapaxes_", "resize_", "resize_as_", "set_"})
@@ -103,7 +108,7 @@ def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> fr
         rec = _Recorder(gm)
         # on exit no_grad restores the caller's grad mode, whatever the graph set; random ops draw
         # what they drew while the graph was built, and the caller's generator is left as it was
-        with torch.no_grad(), seeded(device_of(inputs), RNG_SEED):
+        with modes_kept(), torch.no_grad(), seeded(device_of(inputs), RNG_SEED):
             rec.run(*inputs)
         record = rec.record
     stores = {n: record.get(n, (None, None))[0] for n in nodes}
@@ -123,9 +128,12 @@ def graph_features(gm: fx.GraphModule, inputs, record: dict | None = None) -> fr
         if n.op != "call_function":
             continue
         t = n.target
-        if t is set_grad_enabled:
+        if t is set_grad_enabled or t is _GRAD_HOP:
             if n.args and n.args[0] is False:
                 found.add("grad-region")
+            continue
+        if t in _AUTOCAST:
+            found.add("autocast-region")
             continue
         if n.kwargs:
             found.add("kwarg")

@@ -51,7 +51,7 @@ class Focus:
         if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):
             raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops")
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
-        object.__setattr__(self, "hops", check_hops(self.hops))
+        object.__setattr__(self, "hops", check_hops(self.hops, ir=None))
         object.__setattr__(self, "acting", tuple(self.acting))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))

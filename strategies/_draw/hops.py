@@ -1,5 +1,9 @@
 """Higher-order ops the generator draws: ``torch.cond`` with drawn branches, ``invoke_subgraph`` (one
-drawn block called more than once), as traced ATen graphs hold them (``graphs(hops=...)``).
+drawn block called more than once), as traced ATen graphs hold them (``graphs(hops=...)``); and in
+pre-dispatch graphs the regions torch's pre-dispatch export outlines, ``wrap_with_set_grad_enabled``
+and ``wrap_with_autocast`` (``REGION_HOPS``): those are drawn as regions of the ATen graph
+(``_set_grad_enabled`` and ``_enter_autocast``/``_exit_autocast`` nodes, ``draw.py``), and the
+pre-dispatch conversion makes the ops of them with torch's own passes (``_ir/convert.py``).
 
 A branch or a block is a graph of its own, drawn the way the outer graph is: a ``GraphBuilder``
 whose placeholders hold copies of the operands' values, steps drawn by the outer draw's own step
@@ -30,8 +34,13 @@ from .._draws import choose, flag, integers
 from .._errors import InvalidArgument
 from .operands import DrawContext
 
-HOPS = ("cond", "invoke_subgraph")
-HOP_IRS = ("aten", "post-grad")  # the IRs whose tracers keep them as higher-order ops
+HOPS = ("cond", "invoke_subgraph", "wrap_with_set_grad_enabled", "wrap_with_autocast")
+# each one's step kind where it is drawn as a region of the ATen graph
+REGION_HOPS = {"wrap_with_set_grad_enabled": "grad-region", "wrap_with_autocast": "autocast-region"}
+# the IRs whose graphs hold each as a higher-order op
+# (a region in aten graphs: its mode nodes, the form make_fx leaves and export's passes outline)
+HOP_IRS = {"cond": ("aten", "post-grad"), "invoke_subgraph": ("aten", "post-grad"),
+           "wrap_with_set_grad_enabled": ("pre-dispatch", "aten"), "wrap_with_autocast": ("pre-dispatch", "aten")}
 # A branch or block: at most this many nodes (they count against the outer graph's node budget too).
 MAX_SUBGRAPH_NODES = 4
 
@@ -39,8 +48,9 @@ aten = torch.ops.aten
 higher_order = torch.ops.higher_order
 
 
-def check_hops(hops, ir: str = "aten", dynamic: bool = False) -> tuple:
-    """``hops`` as a tuple of names of ``HOPS`` (InvalidArgument otherwise), for graphs in ``ir``."""
+def check_hops(hops, ir: str | None = "aten", dynamic: bool = False) -> tuple:
+    """``hops`` as a tuple of names of ``HOPS`` (InvalidArgument otherwise), for graphs in ``ir``
+    (None: in whichever IR holds each)."""
     if isinstance(hops, str) or not hasattr(hops, "__iter__"):
         raise InvalidArgument(f"hops={hops!r} must be a list of higher-order op names, some of {HOPS}")
     hops = tuple(dict.fromkeys(hops))
@@ -48,10 +58,16 @@ def check_hops(hops, ir: str = "aten", dynamic: bool = False) -> tuple:
     if unknown:
         raise InvalidArgument(f"hops={list(hops)!r}: {unknown[0]!r} is not a higher-order op the generator draws; "
                               f"it draws {', '.join(HOPS)}")
-    if hops and (dynamic or ir not in HOP_IRS):
-        raise InvalidArgument(f"hops={list(hops)!r}: drawn in ir='aten' and 'post-grad' graphs, not "
-                              f"{'dynamic ones' if dynamic else f'ir={ir!r}'}")
+    for h in hops:
+        if ir is not None and (dynamic or ir not in HOP_IRS[h]):
+            raise InvalidArgument(f"hops={list(hops)!r}: {h} is drawn in {' and '.join(map(repr, HOP_IRS[h]))} "
+                                  f"graphs, not {'dynamic ones' if dynamic else f'ir={ir!r}'}")
     return hops
+
+
+def hops_in(hops, ir: str) -> tuple:
+    """Those of ``hops`` that graphs in ``ir`` hold (a pass's code may name others)."""
+    return tuple(h for h in hops if ir in HOP_IRS[h])
 
 
 def hop_step(draw, ctx: DrawContext, kind: str, draw_steps) -> None:

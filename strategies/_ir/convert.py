@@ -4,8 +4,9 @@
 so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has the measurements):
 
 - ``aten``: the drawn graph itself (ATen overloads, views, and with ``mutations=True`` in-place
-  ops, input and view mutation, ``_set_grad_enabled`` regions; CompositeImplicit ops such as
-  ``reshape`` and ``flatten`` as drawn).
+  ops, input and view mutation, ``_set_grad_enabled`` regions; with ``hops=["wrap_with_autocast"]``
+  ``_enter_autocast``/``_exit_autocast`` regions; CompositeImplicit ops such as ``reshape`` and
+  ``flatten`` as drawn).
 - ``post-grad``: what AOTAutograd hands Inductor's post-grad passes in inference:
   ``aot_module_simplified`` under ``no_grad`` with ``keep_inference_input_mutations=True`` and
   Inductor's decomposition table. Functional ATen; input mutations are ``copy_`` nodes into the
@@ -24,8 +25,12 @@ so what a pass gets is what the stage makes (docs/torch-facts.md section 10 has 
   Torch-TensorRT's and vLLM's backends get it: the drawn calls as Dynamo records them (in-place ops
   kept), placeholders typed ``torch.Tensor``, ``example_value`` fake tensors in ``meta``; buffers
   are leading placeholders.
-- ``pre-dispatch``: ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to
-  placeholders: in-place ops, CompositeImplicit ops and ``_set_grad_enabled`` nodes kept.
+- ``pre-dispatch``: what torch's pre-dispatch export (``torch.export.export``'s training IR) makes:
+  ``make_fx(pre_dispatch=True)`` over the graph with its buffers lifted to placeholders, then the
+  two passes export runs on that trace, ``replace_set_grad_with_hop_pass`` and
+  ``replace_autocast_with_hop_pass``: in-place ops and CompositeImplicit ops kept, each grad region
+  a ``wrap_with_set_grad_enabled`` and each autocast region a ``wrap_with_autocast`` (their bodies
+  ``get_attr`` submodules, results read through ``getitem``).
 - ``torch``: not a conversion: ``fx.symbolic_trace`` of a drawn ``nn.Module`` (``torch_ir.py``),
   what pre-grad and module-level passes take (``call_module``, ``torch.nn.functional``, methods).
 
@@ -52,6 +57,7 @@ from .._build.device import device_of, forked_rng
 from .._errors import InvalidArgument
 from .._tensors import Layout
 from .._build.meta import attach_meta
+from .._build.modes import modes_kept
 from .._draw.case import GraphCase, _rebuild
 from .._draw.features import graph_features
 from .torch_ir import torch_ir_errors
@@ -166,11 +172,15 @@ def _pre_dispatch(gm: fx.GraphModule, buffers: list, inputs: tuple) -> fx.GraphM
     def lifted(*args):
         return torch.func.functional_call(gm, dict(zip(names, args[:len(names)])), tuple(args[len(names):]))
 
-    grad = torch.is_grad_enabled()
-    try:
-        return make_fx(lifted, pre_dispatch=True)(*buffers, *inputs)
-    finally:
-        torch._C._set_grad_enabled(grad)
+    from torch._export.passes.replace_autocast_with_hop_pass import replace_autocast_with_hop_pass
+    from torch._export.passes.replace_set_grad_with_hop_pass import replace_set_grad_with_hop_pass
+
+    with modes_kept():
+        traced = make_fx(lifted, pre_dispatch=True)(*buffers, *inputs)
+    # as torch.export's _produce_aten_artifact does (grad regions first), with no signature to mend
+    traced, _ = replace_set_grad_with_hop_pass(traced, None)
+    traced, _ = replace_autocast_with_hop_pass(traced, None)
+    return traced
 
 
 class _Unsupported(Exception):
@@ -219,17 +229,14 @@ def _trace(gm: fx.GraphModule, inputs, ir: str):
     def fresh() -> tuple:  # a tracer may run the graph on real tensors (pre-dispatch), writing them
         return tuple(_exact_copy(t) for t in originals)
 
-    grad = torch.is_grad_enabled()
     try:
-        with forked_rng(device_of(originals)):
+        with modes_kept(), forked_rng(device_of(originals)):
             lifted = fresh()
             traced = _CONVERT[ir](gm, list(lifted[:len(buffers)]), lifted[len(buffers):])
             traced, order = traced if isinstance(traced, tuple) else (traced, None)
     except Exception as exc:  # noqa: BLE001 - the tracer's own error, said in one line
         raise InvalidArgument(f"the {ir} tracer cannot take this graph: {type(exc).__name__}: "
                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
-    finally:
-        torch._C._set_grad_enabled(grad)
     traced.meta["ir"] = ir
     if ir in _STATEFUL:
         order = tuple(range(len(buffers), len(originals)))
@@ -306,18 +313,30 @@ def ir_errors(gm: fx.GraphModule, ir: str) -> list:
 # Functional higher-order ops every traced IR may hold (a user's op that writes is wrapped in
 # auto_functionalized(_v2); cond and invoke_subgraph are what programs and regions trace to).
 _FUNCTIONAL_HOPS = ("cond", "invoke_subgraph", "auto_functionalized", "auto_functionalized_v2")
+# Pre-dispatch's regions (torch.export's training IR): their bodies may write, as the graph may.
+_REGION_HOPS = ("wrap_with_set_grad_enabled", "wrap_with_autocast")
+_AUTOCAST_NODES = (torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast)
+
+
+def _mode_node(target, ir: str) -> bool:
+    """A node that switches a mode, where ``ir`` holds such nodes: grad mode in aten, pre-dispatch
+    (make_fx's own form, before export outlines it) and dynamo; autocast in aten and pre-dispatch."""
+    return (target is torch._C._set_grad_enabled and ir in ("aten", "pre-dispatch", "dynamo")
+            or target in _AUTOCAST_NODES and ir in ("aten", "pre-dispatch"))
 
 
 def _node_errors(gm: fx.GraphModule, calls: list, ir: str, where: str = "") -> list:
     """Each call is an ATen overload, a getitem or a functional higher-order op (whose subgraphs are
     held to the same rules, named by their attribute); a grad-mode toggle where the IR has them."""
-    errors, subgraphs = [], {}  # each subgraph checked once, however many calls fetch it
+    errors, subgraphs, writable = [], {}, set()  # each subgraph checked once, however many calls fetch it
     for n in calls:
-        if isinstance(n.target, torch._ops.HigherOrderOperator) and n.target.name() in _FUNCTIONAL_HOPS:
-            subgraphs.update((a.target, getattr(gm, a.target, None)) for a in n.args
-                             if isinstance(a, fx.Node) and a.op == "get_attr")
+        hop = n.target.name() if isinstance(n.target, torch._ops.HigherOrderOperator) else None
+        if hop in _FUNCTIONAL_HOPS or hop in _REGION_HOPS and ir == "pre-dispatch":
+            found = [a.target for a in n.args if isinstance(a, fx.Node) and a.op == "get_attr"]
+            subgraphs.update((t, getattr(gm, t, None)) for t in found)
+            writable.update(found if hop in _REGION_HOPS else ())
         elif not isinstance(n.target, torch._ops.OpOverload) and n.target is not operator.getitem \
-                and not (ir in ("aten", "pre-dispatch", "dynamo") and n.target is torch._C._set_grad_enabled):
+                and not _mode_node(n.target, ir):
             errors.append(f"{where}{n.name}: {n.target} is not an ATen overload (or getitem) in {ir} IR")
         elif ir in ("post-grad", "export", "export-module") and _composite_implicit(n.target):
             errors.append(f"{where}{n.name}: {n.target} is CompositeImplicitAutograd, which {ir} graphs never hold")
@@ -325,7 +344,8 @@ def _node_errors(gm: fx.GraphModule, calls: list, ir: str, where: str = "") -> l
         if isinstance(sub, fx.GraphModule):
             inner = [m for m in sub.graph.nodes if m.op == "call_function"]
             errors += _node_errors(sub, inner, ir, f"{where}{target}.")
-            errors += [f"{where}{target}.{m.name}: {m.target} mutates inside a subgraph" for m in inner if _mutable(m.target)]
+            errors += [f"{where}{target}.{m.name}: {m.target} mutates inside a subgraph" for m in inner
+                       if _mutable(m.target) and target not in writable]
     return errors
 
 
