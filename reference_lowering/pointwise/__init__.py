@@ -3,6 +3,8 @@ the graph is rewritten to launch them, so the result is again an FX graph any ha
 
 - ``lower_pointwise(gm, example_inputs, dynamic=False)``: the whole graph; every maximal region of
   pointwise ops over one iteration space is one kernel, other nodes stay ATen calls.
+- ``host_only(gm)``: a lowered graph's kernels launched directly (bound once at lowering, not through
+  the wrapper op's dispatch: ``bound_launches(gm)``) stubbed out, so a call costs the host's share.
 - ``lower_pointwise_subgraph(gm)``: strict, one graph -> one ``PointwiseKernel`` (source text and a
   launcher); a node that cannot be in the kernel raises ``LoweringError`` naming it.
 - ``TRITON``: the op table (ATen overload -> Triton expression), one commented row per op.
@@ -27,11 +29,12 @@ in fp32 and rounded after every op, as eager rounds.
 True
 """
 
+from ._fast import bound_launches, host_only
 from ._kernel import TensorInfo, unsupported_reason
 from ._lower import lower_pointwise
 from ._subgraph import PointwiseKernel, lower_pointwise_subgraph
 from ._table import TRITON, Row
 from ._targets import TARGETS, StaticFigures, compile_for_target
 
-__all__ = ["TARGETS", "TRITON", "PointwiseKernel", "Row", "StaticFigures", "TensorInfo", "compile_for_target",
-           "lower_pointwise", "lower_pointwise_subgraph", "unsupported_reason"]
+__all__ = ["TARGETS", "TRITON", "PointwiseKernel", "Row", "StaticFigures", "TensorInfo", "bound_launches",
+           "compile_for_target", "host_only", "lower_pointwise", "lower_pointwise_subgraph", "unsupported_reason"]

@@ -25,6 +25,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .._errors import LoweringError
 from ._kernel import TensorInfo, generate, unsupported_reason
+from ._fast import bind_launches
 from ._runtime import side_table_indices
 from ._subgraph import grid_expr, grid_y, make_kernel, run_for_info
 
@@ -44,7 +45,8 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
 
     Returns:
         The lowered GraphModule; ``result.meta["pointwise_kernels"]`` lists its ``PointwiseKernel``s.
-        CPU inputs run the kernels under the Triton interpreter.
+        CPU inputs run the kernels under the Triton interpreter. Calling it launches each kernel
+        directly, bound once here (``_fast.py``), not through the wrapper op's dispatch.
     """
     if not isinstance(gm, fx.GraphModule):
         raise LoweringError(f"gm is a {type(gm).__name__}, but should be a torch.fx.GraphModule")
@@ -58,7 +60,7 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
     at_use: dict = {}
     info = run_for_info(gm, example_inputs, at_use)
     regions = _regions(gm, info, at_use, dynamic)
-    return _Rewriter(gm, info, at_use, regions, dynamic).run()
+    return bind_launches(_Rewriter(gm, info, at_use, regions, dynamic).run())
 
 
 # --- regions ------------------------------------------------------------------------------------
