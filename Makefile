@@ -60,7 +60,7 @@ $(VPY):
 
 # One pip run: torch (where the venv has none) and the project resolved and installed together.
 $(STAMP): $(VPY) pyproject.toml
-	$(VPY) -m pip install --quiet $(PIP_FLAGS) $$($(VPY) -c "import torch" 2>/dev/null || echo "torch==2.13.0") -e .
+	$(VPY) -m pip install --quiet $(PIP_FLAGS) $$($(VPY) -c "import torch" 2>/dev/null || echo "torch==2.13.0") -e ".[cluster,test]"
 	@touch $(STAMP)
 
 # The project's tests, the benchmarks as smoke tests (timing disabled), the conformance suite, and

@@ -135,6 +135,9 @@ class VerifyResult:
     # verify(ops=): per user op, its drawn calls ({"tried", "ran", "fake_disagreements", "line", "fault"});
     # "fault" is the line saying its fake impl disagrees with its kernel (the op's fault), or None
     user_ops: dict = field(default_factory=dict)
+    # verify(db=): {"db", "readonly", "saved" (examples of this search it held before the run),
+    # "other_devices" ({device type: examples saved by the same search there, not replayed here})}
+    database: dict = field(default_factory=dict)
     # warnings raised while graphs were drawn and run (the run's business: counted, never printed),
     # {"category", "message", "where", "count"} each, where one of _warning_log.WHERES
     warnings: list = field(default_factory=list)

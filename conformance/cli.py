@@ -52,7 +52,8 @@ def _verify(args) -> int:
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
-                        ops=args.ops, hops=args.hops, reporter=ConsoleReporter(verbose=args.verbose))
+                        ops=args.ops, hops=args.hops, db=args.db, db_readonly=args.db_readonly,
+                        reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
         return 2
@@ -185,6 +186,11 @@ def _add_verify(sub) -> None:
                         "block called more than once), in aten and post-grad graphs; wrap_with_set_grad_enabled, "
                         "wrap_with_autocast (grad and autocast regions) in pre-dispatch graphs, and in aten "
                         "graphs as make_fx traces them")
+    v.add_argument("--db", metavar="PATH|redis://host:port/N", default=None,
+                   help="an example database shared between runs and machines (several comma-separated): its "
+                        "failures of this search are replayed first, and each one found is saved there")
+    v.add_argument("--db-readonly", action="store_true",
+                   help="replay the database's failures, write nothing (CI replaying what a team found)")
     v.add_argument("--no-constants", action="store_true",
                    help="no get_attr tensor constants (for passes that fake-propagate real buffers badly)")
     v.add_argument("--specials", choices=SPECIALS, default="strict",

@@ -154,6 +154,7 @@ def report_dict(result, *, static: dict | None = None) -> dict:
         "violations": [_json_safe(v.to_dict()) for v in result.violations],
         "generator_crashes": _json_safe(result.generator_crashes),
         "user_ops": _json_safe(result.user_ops),
+        "database": _json_safe(result.database),
         # raised while graphs were drawn and run (counted, not printed; "where" in _warning_log.WHERES),
         # and by the pass itself, each with the first example that raised it
         "warnings": _json_safe(result.warnings),

@@ -41,6 +41,7 @@ from ..deadlines import can_time_out
 from .findings import _fill, _Found, _order, _size, _write_repros, searched_text
 from .fire import Run, generated_examples, steer, tally
 from .focus import resolve_dynamic_focus, resolve_focus, resolve_seed_graphs, with_user_ops
+from .database import open_database, other_devices, saved, search_key
 from .options import resolve_ops, resolve_options
 from .progress import NullReporter, _Events, _Stream
 from ._spawn import Worker
@@ -92,7 +93,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, hops=None, known=None,
-           reporter=None, _start_method: str | None = None) -> VerifyResult:
+           db: str | None = None, db_readonly: bool = False, reporter=None,
+           _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
     Args:
@@ -145,6 +147,10 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         hops: higher-order ops drawn among the steps (``strategies.HOPS``, a list or "cond,invoke_subgraph"):
             ``torch.cond`` with drawn branches, ``invoke_subgraph`` (one drawn block called more than
             once), their subgraphs ``get_attr`` submodules ("aten" and "post-grad" graphs).
+        db: an example database shared between runs and machines (``database.py``): a directory,
+            ``redis://host:port/N``, or several comma-separated; the failures it holds for this search
+            (this pass, these options, this device type) are replayed first, and each one found is
+            saved there. ``db_readonly``: replayed, never written (CI).
         known: ``fn(violation) -> bool``, violations already known (a finding being fixed upstream, a
             documented limit): each is recorded once in ``result.known`` and the search goes on, so
             they do not hide the ones not known; ``ok`` is about the others only. ``fn(violation,
@@ -216,6 +222,11 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
                           started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     reporter.start(put.name, max_examples, opts)
     reporter.focus(focus_info)
+    if opts["db"] is not None:
+        result.database = _database_info(put, opts)
+        for device, n in result.database["other_devices"].items():
+            reporter.note(f"the database holds {n} failing example{'s' if n > 1 else ''} of this search found on "
+                          f"{device}, not replayed on {opts['device']}: run it there")
     t0 = time.monotonic()
     stream = _Stream(result, json, prior)
 
@@ -402,9 +413,13 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             return Verdict(checked=checker.checked, graph_after="",
                            violations=[Violation(EXECUTION, exc.reason, kind="hung" if exc.timed_out else "crashed")])
 
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
+    # the shared example database (verify(db=)): its examples of this search replayed first, each
+    # failure found saved under the search's key (database.py)
+    db = open_database(opts.get("db"), opts.get("db_readonly", False))
+
+    @settings(max_examples=max_examples, deadline=None, database=db, derandomize=False,
               suppress_health_check=list(HealthCheck),
-              phases=SEARCH_PHASES + ((Phase.shrink,) if opts["shrink"] else ()),
+              phases=((Phase.reuse,) if db is not None else ()) + SEARCH_PHASES + ((Phase.shrink,) if opts["shrink"] else ()),
               report_multiple_bugs=True, verbosity=Verbosity.quiet, print_blob=False)
     @hseed(seed_value)
     @given(strategy)
@@ -443,6 +458,9 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         if not verdict.ok:
             raise _failure_type(verdict.violations[0].property)(verdict, case)
 
+    if db is not None:
+        search._hypothesis_internal_database_key = search_key(_db_target(put), opts, torch.device(opts["device"]).type)
+
     with generated_examples() as generated, recording(found.warnings):
         try:
             quietly("generator", search)  # torch's warnings while drawing: counted, never shown
@@ -463,6 +481,18 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             if opts["ops"]:
                 found.user_ops = custom_health_since(user_ops_before)
     return found
+
+
+def _database_info(put, opts: dict) -> dict:
+    db = open_database(opts["db"], opts["db_readonly"])
+    target, device = _db_target(put), torch.device(opts["device"]).type
+    return {"db": opts["db"], "readonly": opts["db_readonly"], "saved": saved(db, search_key(target, opts, device)),
+            "other_devices": other_devices(db, target, opts, device)}
+
+
+def _db_target(put) -> str:
+    """What a database key names the pass by: its import path, or its name (a lambda has no other)."""
+    return getattr(put, "reference", None) or put.name
 
 
 def _takes_example(known) -> bool:

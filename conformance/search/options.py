@@ -62,6 +62,12 @@ def resolve_options(args: dict) -> dict:
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
     opts = {k: args[k] for k in keep}
+    if args["db"] is not None and not isinstance(args["db"], str):
+        raise UsageError(f"db={args['db']!r}, but should be a directory or redis://host:port/N (comma-separated "
+                         f"for several)")
+    opts["db"], opts["db_readonly"] = args["db"] or None, bool(args["db_readonly"])
+    if opts["db_readonly"] and opts["db"] is None:
+        raise UsageError("db_readonly=True needs db=PATH or redis://host:port/N: there is no database to read")
     opts["ensure"] = list(args["ensure"] or ())
     opts["preserve"] = list(args["preserve"] or ())
     opts["settings_factory"] = args["settings_factory"] if isinstance(args["settings_factory"], (str, type(None))) \
