@@ -15,9 +15,15 @@ SUITE_DIR = pathlib.Path(__file__).resolve().parent / "suite"
 
 
 def _run(args) -> int:
+    if args.db_readonly and not args.db:
+        print("fx-conformance run: error: --db-readonly needs --db PATH or redis://host:port/N: there is no "
+              "database to read", file=sys.stderr)
+        return 2
     # A fresh interpreter, so pytest sees (and assertion-rewrites) the suite before anything imports it.
     argv = [sys.executable, "-m", "pytest", str(SUITE_DIR), "-p", "no:cacheprovider",
-            f"--hypothesis-profile={profile_name(args.profile)}", "--fx-summary", "-q", *_after_dashes(args.pytest_args)]
+            f"--hypothesis-profile={profile_name(args.profile)}", "--fx-summary", "-q",
+            *(["--fx-db", args.db] if args.db else []), *(["--fx-db-readonly"] if args.db_readonly else []),
+            *_after_dashes(args.pytest_args)]
     code = subprocess.call(argv)
     return 0 if code == 0 else 1 if code == 1 else 2
 
@@ -287,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=sorted({*PROFILES, *(n.removeprefix("fx-") for n in PROFILES)}),
                      default="dev", help="Hypothesis profile: dev (quick), ci (small, derandomized), nightly "
                                          "(large); fx-dev, fx-ci, fx-nightly are the same")
+    run.add_argument("--db", metavar="PATH|redis://host:port/N", default=None,
+                     help="an example database shared between runs and machines (pytest --fx-db): every search "
+                          "replays its saved failures first and saves the ones it finds")
+    run.add_argument("--db-readonly", action="store_true", help="with --db: replay, write nothing (CI)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra arguments passed to pytest")
     run.set_defaults(func=_run)
     _add_verify(sub)

@@ -54,6 +54,73 @@ def pytest_addoption(parser):
                          "verify --device), cpu or cuda")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,
                     help="exit 0, not 4, when --fx-pass changed none of the graphs")
+    group.addoption("--fx-db", default=None, metavar="PATH|redis://host:port/N",
+                    help="an example database shared between runs and machines (several comma-separated): each "
+                         "Hypothesis test and each suite row's search replays its saved failures first and saves "
+                         "the ones it finds (as fx-conformance verify --db)")
+    group.addoption("--fx-db-readonly", action="store_true", default=False,
+                    help="with --fx-db: replay, write nothing (CI)")
+
+
+# --fx-db and --fx-db-readonly as verify() takes them (db=, db_readonly=), for the suite's own searches
+# (conformance/suite/test_torch_passes.py's rows); empty without --fx-db
+DATABASE: dict = {}
+
+
+class _Database:
+    """``--fx-db``: each Hypothesis test of the run gets the database, under a key of its own: its node
+    id, and for ``--fx-pass``'s property tests the pass and the options (``database.search_key``), so
+    two passes, IRs or devices never replay each other's failures."""
+
+    def __init__(self, config):
+        from ._errors import UsageError
+        from .search.database import open_database
+
+        try:
+            self.db = open_database(config.getoption("fx_db"), config.getoption("fx_db_readonly"))
+        except UsageError as exc:
+            raise pytest.UsageError(f"--fx-db: {exc}") from None
+        self.config = config
+
+    def key(self, item) -> bytes:
+        import hashlib
+
+        from .search.database import search_key
+
+        if pathlib.Path(str(item.fspath)).resolve() == THIRD_PARTY_MODULE and self.config.getoption("fx_pass"):
+            get = self.config.getoption
+            opts = {"ir": get("fx_ir"), "graphs": get("fx_graphs"), "dynamic": get("fx_dynamic"),
+                    "requires_grad": get("fx_requires_grad"), "ops": get("fx_ops"), "focus": get("fx_focus"),
+                    "ensure": list(get("fx_ensure")), "specials": get("fx_specials"),
+                    "pass_kwargs": list(get("fx_pass_arg")), "context": get("fx_context"),
+                    "signature": get("fx_signature"), "settings_factory": get("fx_settings_factory")}
+            device = get("fx_device")
+            if device == "auto":
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            return search_key(get("fx_pass"), opts, device) + b"." + item.name.encode()
+        return b"fx-conformance.test." + hashlib.sha256(item.nodeid.encode()).hexdigest()[:32].encode()
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item):
+        test = getattr(item, "obj", None)
+        if not hasattr(test, "hypothesis") or not hasattr(test, "_hypothesis_internal_use_settings"):
+            yield
+            return
+        from hypothesis import settings
+
+        before = test._hypothesis_internal_use_settings, test.__dict__.get("_hypothesis_internal_database_key")
+        test._hypothesis_internal_use_settings = settings(before[0], database=self.db)
+        test._hypothesis_internal_database_key = self.key(item)
+        try:
+            yield
+        finally:
+            test._hypothesis_internal_use_settings = before[0]
+            if before[1] is None:
+                test.__dict__.pop("_hypothesis_internal_database_key", None)
+            else:
+                test._hypothesis_internal_database_key = before[1]
 
 
 def pytest_report_header(config):
@@ -198,6 +265,13 @@ def pytest_configure(config):
         config.args[:] = [str(THIRD_PARTY_MODULE)]
     if config.getoption("fx_pass", default=None):
         config.pluginmanager.register(_Fire(config.getoption("fx_allow_vacuous", default=False)), "fx-conformance-fire")
+    DATABASE.clear()
+    if config.getoption("fx_db", default=None):
+        config.pluginmanager.register(_Database(config), "fx-conformance-database")
+        DATABASE.update(db=config.getoption("fx_db"), db_readonly=config.getoption("fx_db_readonly"))
+    elif config.getoption("fx_db_readonly", default=False):
+        raise pytest.UsageError("--fx-db-readonly needs --fx-db PATH or redis://host:port/N: there is no database "
+                                "to read")
     if config.getoption("fx_summary", default=False) or config.getoption("fx_summary_json", default=None):
         profile = config.getoption("hypothesis_profile", default=None)
         config.pluginmanager.register(_Summary(config.getoption("fx_summary_json", default=None), profile),

@@ -36,6 +36,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from conformance import check, verify
 from conformance._random import draws_random
 from conformance.oracle import describe
+from conformance.pytest_plugin import DATABASE
 from strategies import to_ir
 
 from ._tiers import spread
@@ -911,7 +912,7 @@ def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
     options = dict(ir=row.ir, graphs=row.graphs, pass_kwargs=row.pass_kwargs or None, context=row.context,
                    ensure=row.ensure, seed_graphs=row.seeds, constants=row.constants, ops=row.ops, hops=row.hops or None,
                    known=known_for(name), focus="none" if row.ir == "torch" else "auto", max_examples=max_examples,
-                   seed=seed, repro_dir=None, shrink=False, timeout=30)
+                   seed=seed, repro_dir=None, shrink=False, timeout=30, **DATABASE)
     return verify(row.target, **{**options, **overrides})
 
 
