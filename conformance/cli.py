@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 from .profiles import PROFILES, profile_name
 
@@ -26,6 +27,48 @@ def _run(args) -> int:
             *_after_dashes(args.pytest_args)]
     code = subprocess.call(argv)
     return 0 if code == 0 else 1 if code == 1 else 2
+
+
+def _campaign(args) -> int:
+    """Exit 0: every run ok (or only accepted findings); 1: a violation, a crash or an error in some run;
+    4: no violation, but some run never changed a graph; 2: a bad campaign file or option."""
+    from . import campaign as C
+    from ._errors import UsageError
+    from .search.database import open_database
+
+    try:
+        name, head, runs = C.load_campaign(args.file)
+        db = args.db if args.db is not None else head.get("db")
+        open_database(db, args.db_readonly)  # a database that cannot be opened: said once, here
+        workers = args.workers or int(head.get("workers", 0)) or (os.cpu_count() or 1)
+        if workers < 1:
+            raise UsageError(f"workers={workers}, but should be a positive integer")
+    except UsageError as exc:
+        print(f"fx-conformance campaign: error: {exc}", file=sys.stderr)
+        return 2
+    workers = min(workers, len(runs))
+    print(f"fx-conformance campaign {name}: {len(runs)} runs on {workers} workers"
+          + (f", database {db}" if db else ""), flush=True)
+    t0 = time.monotonic()
+
+    def done(record, finished, total):
+        first = (record.get("violations") or [{}])[0].get("message") or record.get("error") or ""
+        expected = " (its row says it never fires)" if record.get("never_fires") and record["verdict"] == "vacuous" else ""
+        print(f"  [{finished}/{total}] {record['id']}: {record['verdict']}{expected}"
+              + (f", changed {record['changed']} of {record['examples']} graphs" if "changed" in record else "")
+              + (f": {first}" if first else ""), flush=True)
+
+    records = C.run_campaign(runs, workers=workers, db=db, db_readonly=args.db_readonly, on_done=done)
+    doc = C.report(name, records, workers=workers, seconds=time.monotonic() - t0, db=db)
+    C.write_reports(doc, args.json, args.markdown, args.html)
+    print(f"{', '.join(f'{n} {v}' for v, n in sorted(doc['verdicts'].items()))}; "
+          f"{len(doc['findings'])} distinct finding{'s' if len(doc['findings']) != 1 else ''}; "
+          f"{doc['duration_s']} s; report {args.json}")
+    verdicts = doc["verdicts"]
+    if verdicts.get("violations") or verdicts.get("crashed") or verdicts.get("error"):
+        return 1
+    unexpected = [r for r in records if r["verdict"] == "vacuous" and not r.get("never_fires")]
+    return VACUOUS_EXIT if unexpected else 0
 
 
 def _after_dashes(extra: list) -> list:
@@ -299,6 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db-readonly", action="store_true", help="with --db: replay, write nothing (CI)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra arguments passed to pytest")
     run.set_defaults(func=_run)
+    c = sub.add_parser("campaign", help="run a campaign: many searches (passes x options x seeds) merged into one "
+                                        "report")
+    c.add_argument("file", help="the campaign: a TOML file of [[job]] tables (see conformance/campaign.py)")
+    c.add_argument("-n", "--workers", type=int, default=None,
+                   help="processes (default: the file's workers, else the CPU count)")
+    c.add_argument("--db", metavar="PATH|redis://host:port/N", default=None,
+                   help="the example database every run shares (default: the file's db, else none)")
+    c.add_argument("--db-readonly", action="store_true", help="replay the database's failures, write nothing")
+    c.add_argument("--json", default="reports/campaign.json", help="the merged report (default %(default)s)")
+    c.add_argument("--markdown", default=None, help="the merged report as Markdown")
+    c.add_argument("--html", default=None, help="the merged report as HTML")
+    c.set_defaults(func=_campaign)
     _add_verify(sub)
     _add_prove(sub)
     _add_report(sub)

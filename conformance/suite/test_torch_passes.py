@@ -916,6 +916,17 @@ def verify_row(name: str, max_examples: int, seed: int | None, **overrides):
     return verify(row.target, **{**options, **overrides})
 
 
+def campaign_rows() -> list:
+    """The rows a campaign's ``suite = "torch-passes"`` job runs (``conformance/campaign.py``)."""
+    return list(PASSES)
+
+
+def campaign_run(name: str, examples: int, seed: int, **options) -> tuple:
+    """One row at one seed for a campaign: ``(VerifyResult, {"ir", "never_fires"})``."""
+    row = PASSES[name]
+    return verify_row(name, examples, seed, **options), {"ir": row.ir, "never_fires": bool(row.never_fires)}
+
+
 @pytest.mark.parametrize("name", list(_pass_params()))
 def test_torch_pass(name):
     """``name`` verified on drawn graphs in its IR: no violation but its known findings, and it fires."""
