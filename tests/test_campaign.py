@@ -17,32 +17,23 @@ from conformance.campaign import findings, graph_key, load_campaign, report, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_PASSES = '''
-import os
-
-import torch
-
-
-def add_to_sub(gm):
-    for n in gm.graph.nodes:
-        if n.target is torch.ops.aten.add.Tensor:
-            n.target = torch.ops.aten.sub.Tensor
-    gm.recompile()
-    return gm
-
-
-def identity(gm):
-    os.write(2, b"noise from the pass\\n")  # kept in its run's record, not printed among the campaign's lines
-    return gm
-'''
 _CRASH = "import os\nos._exit(3)  # at import: the process that loads this pass dies\n\n\ndef p(gm):\n    return gm\n"
 
 
+# a correct pass that writes to stderr (tests/passes/simple.py): vacuous, its noise kept in its record
+_NOISY = '''[[job]]
+target = "tests.passes.simple:noisy_identity"
+name = "noisy"
+examples = 5
+device = "cpu"
+options = { focus = "none" }
+'''
+
+
 def _campaign(tmp_path, body: str):
-    (tmp_path / "bugs.py").write_text(_PASSES)
     (tmp_path / "crash.py").write_text(_CRASH)
     path = tmp_path / "c.toml"
-    path.write_text(textwrap.dedent(body))
+    path.write_text(textwrap.dedent(body).replace("{noisy}", _NOISY))
     return path
 
 
@@ -54,7 +45,8 @@ def test_a_campaign_runs_every_job_reports_a_crash_and_merges_findings_by_minima
         name = "four"
 
         [[job]]
-        target = "bugs.py:add_to_sub"
+        target = "tests.passes.simple:add_to_sub"
+        name = "add_to_sub"
         seeds = [1, 2]
         examples = 20
         device = "cpu"
@@ -65,11 +57,7 @@ def test_a_campaign_runs_every_job_reports_a_crash_and_merges_findings_by_minima
         examples = 5
         device = "cpu"
 
-        [[job]]
-        target = "bugs.py:identity"
-        examples = 5
-        device = "cpu"
-        options = { focus = "none" }
+        {noisy}
 
         [[job]]
         suite = "torch-passes"
@@ -78,14 +66,14 @@ def test_a_campaign_runs_every_job_reports_a_crash_and_merges_findings_by_minima
     ''')
     name, head, runs = load_campaign(path)
     assert name == "four" and [r.id for r in runs] == [
-        "bugs.py:add_to_sub@1", "bugs.py:add_to_sub@2", "crash.py:p@0", "bugs.py:identity@0",
+        "add_to_sub@1", "add_to_sub@2", "crash.py:p@0", "noisy@0",
         "fx.Graph.eliminate_dead_code@0", "export.replace_set_grad_with_hop_pass@0"]
     seen = []
     records = run_campaign(runs, workers=2, on_done=lambda rec, k, n: seen.append((rec["id"], k, n)))
     assert sorted(s[0] for s in seen) == sorted(r.id for r in runs) and [s[1] for s in seen] == [1, 2, 3, 4, 5, 6]
     verdicts = {r["id"]: r["verdict"] for r in records}
-    assert verdicts == {"bugs.py:add_to_sub@1": "violations", "bugs.py:add_to_sub@2": "violations",
-                        "crash.py:p@0": "crashed", "bugs.py:identity@0": "vacuous",
+    assert verdicts == {"add_to_sub@1": "violations", "add_to_sub@2": "violations",
+                        "crash.py:p@0": "crashed", "noisy@0": "vacuous",
                         # the suite's verdicts: the row holds and fires; the other never fires, as its row says
                         "fx.Graph.eliminate_dead_code@0": "ok", "export.replace_set_grad_with_hop_pass@0": "vacuous"}, \
         records
@@ -104,24 +92,21 @@ def test_a_campaign_runs_every_job_reports_a_crash_and_merges_findings_by_minima
 def test_the_command_writes_the_reports_and_says_what_it_found(tmp_path):
     path = _campaign(tmp_path, '''
         [[job]]
-        target = "bugs.py:add_to_sub"
+        target = "tests.passes.simple:add_to_sub"
+        name = "add_to_sub"
         examples = 10
         device = "cpu"
         options = { focus = "aten.add.Tensor", shrink = false }
 
-        [[job]]
-        target = "bugs.py:identity"
-        examples = 5
-        device = "cpu"
-        options = { focus = "none" }
+        {noisy}
     ''')
     out = subprocess.run([sys.executable, "-m", "conformance.cli", "campaign", str(path), "-n", "2", "--json",
                           "r.json", "--markdown", "r.md"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])})
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert "2 runs on 2 workers" in out.stdout
-    assert "bugs.py:identity@0: vacuous, changed 0 of 5 graphs" in out.stdout
-    assert "bugs.py:add_to_sub@0: violations" in out.stdout and "report r.json" in out.stdout
+    assert "noisy@0: vacuous, changed 0 of 5 graphs" in out.stdout
+    assert "add_to_sub@0: violations" in out.stdout and "report r.json" in out.stdout
     assert "noise from the pass" not in out.stdout + out.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["verdicts"] == {"vacuous": 1, "violations": 1} and (tmp_path / "r.md").exists()

@@ -118,19 +118,6 @@ def test_a_redis_server_shares_failures_between_processes(tmp_path):
         server.shutdown()
 
 
-_SWAP = """
-import torch
-
-
-def add_to_sub(gm):
-    for n in gm.graph.nodes:
-        if n.target is torch.ops.aten.add.Tensor:
-            n.target = torch.ops.aten.sub.Tensor
-    gm.recompile()
-    return gm
-"""
-
-
 # no shrinking (its many runs are not this test's business), no database of its own: --fx-db gives one
 _PROFILE = """
 from hypothesis import Phase, settings
@@ -142,7 +129,7 @@ settings.register_profile("replay", max_examples=10, database=None, deadline=Non
 def _plugin_run(tmp_path, seed, *more):
     (tmp_path / "replay_profile.py").write_text(_PROFILE)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "replay_profile",
-                           "--fx-pass=bug.py:add_to_sub", "--fx-focus", "aten.add.Tensor", "-k", "values",
+                           "--fx-pass=tests.passes.simple:add_to_sub", "--fx-focus", "aten.add.Tensor", "-k", "values",
                            f"--hypothesis-seed={seed}", "--hypothesis-profile=replay", *more], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])})
@@ -152,7 +139,6 @@ def test_the_pytest_plugin_shares_the_database_between_runs(tmp_path):
     """``pytest --fx-pass ... --fx-db DIR``: the failure a run found is the next run's first graph (its fire
     line counts one graph; without the database that seed finds it at graph 7), under a key of that
     pass and those options; ``--fx-db-readonly`` alone is one usage error."""
-    (tmp_path / "bug.py").write_text(_SWAP)
     db = tmp_path / "examples"
     first = _plugin_run(tmp_path, 1, "--fx-db", str(db))
     assert first.returncode == 1 and "violates values" in first.stdout, first.stdout[-3000:]

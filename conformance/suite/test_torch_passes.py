@@ -714,6 +714,16 @@ FINDINGS = {
         "`other` has no dim -1: `_other_is_broadcasted_in_dim` raises IndexError on softmax(div(x, x)) of a "
         "0-d x (found by make conformance, seed 2333188716)",
         before=r"aten\.amax\.default\((?s:.*)aten\.exp\.default"),
+    "softmax-pattern-negates-a-bool-operand": Finding(
+        ("joint_graph.joint_graph_passes",), "execution",
+        r"RuntimeError: Negation, the `-` operator, on a bool tensor is not supported",
+        lambda b: (aten._softmax.default(aten.div.Tensor(b, b), 0, False),), lambda: (torch.tensor([True]),),
+        "the same joint-graph pattern for softmax of a quotient (inp / other) makes its sign's +-1 in the "
+        "dividend's dtype (div_softmax_pattern: one = scalar_tensor(1, dtype=inp.dtype), then -one), and for "
+        "a bool dividend (softmax(div(b, b)): the quotient is a float, eager runs it) that negation raises "
+        "RuntimeError (found by `fx-conformance campaign examples/campaign_torch_passes.toml`, seed 1 of the "
+        "row)",
+        before=r"aten\.div\.Tensor\((?s:.*)aten\.amax\.default\((?s:.*)aten\.exp\.default"),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
