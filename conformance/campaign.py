@@ -228,7 +228,7 @@ def run_campaign(runs: list, *, workers: int = 0, db: str | None = None, db_read
     each finishes. A run whose process died is ``crashed``; the others go on in a fresh pool. Workers
     are forked where that is safe (no CUDA context here: they inherit what this process imported),
     else spawned; ``start_method`` says which."""
-    from .search.isolate import fork_is_safe
+    from .search.isolate import fork_is_safe, in_forked_child
 
     start_method = start_method or ("fork" if fork_is_safe() else "spawn")
     total = len(runs)
@@ -244,7 +244,11 @@ def run_campaign(runs: list, *, workers: int = 0, db: str | None = None, db_read
         else:
             pending = []
         ctx = multiprocessing.get_context(start_method)
-        with concurrent.futures.ProcessPoolExecutor(max_workers=width, mp_context=ctx) as pool:
+        # a forked worker first does what every forked child of the harness does: one ATen thread (a
+        # parent's OpenMP team is not copied by fork, and a child entering a parallel region would wait
+        # for it forever: seen here, a campaign under pytest-xdist hung in its first eager call)
+        init = in_forked_child if start_method == "fork" else None
+        with concurrent.futures.ProcessPoolExecutor(max_workers=width, mp_context=ctx, initializer=init) as pool:
             futures = {pool.submit(run_one, run, db, db_readonly): run for run in batch}
             for future in concurrent.futures.as_completed(futures):
                 run = futures[future]
