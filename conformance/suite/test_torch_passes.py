@@ -724,6 +724,19 @@ FINDINGS = {
         "RuntimeError (found by `fx-conformance campaign examples/campaign_torch_passes.toml`, seed 1 of the "
         "row)",
         before=r"aten\.div\.Tensor\((?s:.*)aten\.amax\.default\((?s:.*)aten\.exp\.default"),
+    "reinplace-keeps-the-functional-strides": Finding(
+        ("post_grad.reinplace_inplaceable_ops",), "validity",
+        r"meta\['val'\]=.+? stride=\(.*?\), but should be .+? stride=\(.*?\) \(what the node produces\) "
+        r"\[node \d+ %\w+: call_function aten\.index_put_\.default",
+        lambda v, x, i: (aten.index_put_.default(x, [i], v), aten.clone.default(x))[1:],
+        lambda: (torch.randn(2, 2, dtype=torch.float16), torch.randn(4, 6, dtype=torch.float16)[:, ::3],
+                 torch.tensor([1, 3])),
+        "reinplace_inplaceable_ops turns index_put(x, ...) + copy_(x, ...) into index_put_(x, ...) and keeps "
+        "the functional node's meta['val']: the out-of-place result's strides ((2, 1): a gapped x is cloned "
+        "contiguous), where the in-place node returns x itself ((6, 3)), so a later pass reads a layout the "
+        "value does not have (found by `fx-conformance campaign examples/campaign_torch_passes.toml`, seed 1 "
+        "of the row)",
+        before=r"aten\.index_put\.default\((?s:.*)aten\.copy_\.default\("),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
