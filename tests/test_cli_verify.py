@@ -303,6 +303,27 @@ def test_a_plain_hypothesis_test_keeps_its_settings_on_ci(tmp_path):
     assert "2 passed" in r.stdout
 
 
+def test_our_profiles_mean_the_same_with_ci_set():
+    """With CI set, Hypothesis loads its ``ci`` profile (derandomized, no database) before ours are
+    registered; ``fx-dev`` and ``fx-nightly`` stay random and keep their database (they inherited
+    ``ci``'s, so a CI machine's nightly kept nothing and drew the same graphs at every seed), and
+    ``fx-ci`` is derandomized because it says so."""
+    script = textwrap.dedent('''
+        import runpy
+        from hypothesis import settings
+        runpy.run_path("conformance/profiles.py")
+        assert settings.default.derandomize  # Hypothesis's ci profile: the case under test
+        for name in ("fx-dev", "fx-ci", "fx-nightly"):
+            p = settings.get_profile(name)
+            print(name, p.derandomize, p.database is not None, p.max_examples)
+    ''')
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_PROFILE"}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).parent.parent, env=dict(env, CI="true"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["fx-dev False True 50", "fx-ci True False 25", "fx-nightly False True 1000"]
+
+
 def test_pytest_plugin_runs_the_suite_against_a_pass(passes, tmp_path):
     # Identity changes no graph, focused or not: --fx-focus none (the default focus, discovery, is the
     # fixture's: test_the_plugin_discovers_focus_for_aten_graphs_and_none_where_it_draws_no_static_aten_graph).
