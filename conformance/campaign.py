@@ -6,6 +6,7 @@
     name = "nightly"
     workers = 2                      # processes (default: the CPU count, at most the runs)
     db = ".fx-examples"              # optional: the example database every run shares (verify --db)
+    cluster = "auto"                 # optional: each run a Ray task (--cluster; see run_on_ray)
 
     [[job]]                          # a pass, with verify()'s options
     target = "my_passes.py:canonicalize_sub"
@@ -22,13 +23,13 @@ A suite is a module named by import path (``torch-passes`` is short for
 ``conformance.suite.test_torch_passes``) with ``campaign_rows()`` (its rows' names) and
 ``campaign_run(row, examples, seed, **options)`` (``(VerifyResult, {"ir", "never_fires"})``): the
 harness loads it as it loads a pass, and imports nothing of the suite itself.
-    seeds = [0, 1, 2]
-    examples = 50
 
 Each (job, row, seed) is one run: ``verify()`` in a worker process of a local pool (forked where no
 CUDA context exists yet, else spawned), all sharing the database where one is named. A run whose
 process dies (a pass that segfaults) ends that run only: it is reported ``crashed`` and the
-campaign goes on in a fresh pool. Progress is one line per finished run. The merged report (JSON,
+campaign goes on in a fresh pool. With ``--cluster`` (``local``, ``auto`` or a Ray address) each run
+is a Ray task instead (``run_on_ray``: one CPU, a GPU for a CUDA run, run again where its worker or
+node died). Progress is one line per finished run. The merged report (JSON,
 and Markdown or HTML where asked) has each run's verdict (``ok``, ``violations``, ``vacuous``: it
 never changed a graph, ``known``: only findings the row accepts, ``crashed``, ``error``), its fire
 counts and first lines, and the findings deduplicated by minimal graph: one entry per distinct
@@ -56,6 +57,7 @@ from concurrent.futures.process import BrokenProcessPool
 from ._errors import UsageError
 
 SUITES = {"torch-passes": "conformance.suite.test_torch_passes"}  # short names of suites (module docstring)
+RETRIES = 2  # a Ray task whose worker or node died runs again, at most this many times
 _JOB_KEYS = {"target", "suite", "rows", "seeds", "examples", "device", "options", "name"}
 
 
@@ -223,11 +225,16 @@ def graph_key(code: str) -> str:
 
 
 def run_campaign(runs: list, *, workers: int = 0, db: str | None = None, db_readonly: bool = False,
-                 on_done=None, start_method: str | None = None) -> list:
+                 on_done=None, start_method: str | None = None, cluster: str | None = None,
+                 retries: int = RETRIES) -> list:
     """Every run's record, in the campaign's order. ``on_done(record, finished, total)`` is called as
     each finishes. A run whose process died is ``crashed``; the others go on in a fresh pool. Workers
     are forked where that is safe (no CUDA context here: they inherit what this process imported),
-    else spawned; ``start_method`` says which."""
+    else spawned; ``start_method`` says which. With ``cluster`` each run is a Ray task instead
+    (``run_on_ray``)."""
+    if cluster is not None:
+        return run_on_ray(runs, cluster, db=db, db_readonly=db_readonly, on_done=on_done, retries=retries,
+                          num_cpus=workers or None)
     from .search.isolate import fork_is_safe, in_forked_child
 
     start_method = start_method or ("fork" if fork_is_safe() else "spawn")
@@ -256,9 +263,8 @@ def run_campaign(runs: list, *, workers: int = 0, db: str | None = None, db_read
                     record = future.result()
                 except BrokenProcessPool:
                     if solo:  # on its own, its process died: this run's doing
-                        record = {"id": run.id, "target": run.target or run.row, "suite": run.suite,
-                                  "seed": run.seed, "verdict": "crashed",
-                                  "error": "its worker process died (a crash of the pass, or of torch under it)"}
+                        record = _lost(run, "crashed",
+                                       "its worker process died (a crash of the pass, or of torch under it)")
                     else:
                         suspects.append(run)
                         continue
@@ -266,6 +272,87 @@ def run_campaign(runs: list, *, workers: int = 0, db: str | None = None, db_read
                 if on_done is not None:
                     on_done(record, len(records), total)
     return [records[r.id] for r in runs]
+
+
+def ray_module():
+    """Ray, or UsageError saying what to install (``--cluster`` without the ``cluster`` extra)."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--cluster runs each job as a Ray task, and Ray is not installed: "
+                         "pip install 'fx-conformance[cluster]'") from None
+    return ray
+
+
+def wants_gpu(run: Run) -> bool:
+    """Whether a run asks Ray for a GPU: a run on ``cuda`` (``auto`` takes what its worker sees, which on
+    a task without a GPU is the CPU: Ray hides the devices a task did not ask for)."""
+    return str(run.device).startswith("cuda")
+
+
+def run_on_ray(runs: list, cluster: str, *, db: str | None = None, db_readonly: bool = False, on_done=None,
+               retries: int = RETRIES, num_cpus: int | None = None) -> list:
+    """``run_campaign`` with each run a Ray task (``run_one`` in a Ray worker): one CPU each,
+    ``num_gpus=1`` for a CUDA run, run again up to ``retries`` times where its worker or its node died
+    (a run that raised is a record, never retried), ``crashed`` when the last try died too.
+
+    ``cluster``: ``local`` starts a Ray instance on this machine (``num_cpus`` of it; default all) for
+    the campaign and stops it after; ``auto`` joins the one running here (``ray start``); an address
+    (``ray://head:10001``, ``head:6379``) joins that cluster. A Ray already initialised in this
+    process (``ray.init()`` by the caller) is used as it is, and left running. Workers import the
+    passes by name: on a cluster of several machines each must be able to (an installed package, or a
+    shared file system), and the database they share is a Redis one (``--db redis://...``); a
+    directory is each machine's own."""
+    ray = ray_module()
+    started = not ray.is_initialized()
+    if started:
+        options = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        if cluster == "local":
+            ray.init(num_cpus=num_cpus, **options)
+        else:
+            try:
+                ray.init(address=cluster, **options)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UsageError(f"--cluster {cluster}: cannot join a Ray cluster there ({exc})") from None
+    try:
+        task = ray.remote(run_one)
+        records: dict = {}
+        gpus = ray.cluster_resources().get("GPU", 0)
+        refs = {}
+        for run in runs:
+            if wants_gpu(run) and not gpus:  # a task no node can take waits for ever
+                records[run.id] = _lost(run, "error", f"device {run.device}, and the Ray cluster has no GPU")
+                if on_done is not None:
+                    on_done(records[run.id], len(records), len(runs))
+                continue
+            ref = task.options(num_cpus=1, num_gpus=1 if wants_gpu(run) else 0, max_retries=retries,
+                               retry_exceptions=False, name=run.id).remote(run, db, db_readonly)
+            refs[ref] = run
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                run = refs[ref]
+                try:
+                    record = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:  # run_one keeps Exceptions: a SystemExit, say
+                    record = _lost(run, "error", f"{type(exc.cause).__name__}: {exc.cause}")
+                except ray.exceptions.RayError as exc:  # its worker or its node died, on every try
+                    record = _lost(run, "crashed", f"its Ray worker died on each of {retries + 1} tries "
+                                                   f"({type(exc).__name__})")
+                records[run.id] = record
+                if on_done is not None:
+                    on_done(record, len(records), len(runs))
+    finally:
+        if started:
+            ray.shutdown()
+    return [records[r.id] for r in runs]
+
+
+def _lost(run: Run, verdict: str, error: str) -> dict:
+    """The record of a run that left no record of its own."""
+    return {"id": run.id, "target": run.target or run.row, "suite": run.suite, "seed": run.seed,
+            "verdict": verdict, "error": error}
 
 
 def findings(records: list) -> list:
@@ -284,18 +371,23 @@ def findings(records: list) -> list:
     return list(merged.values())
 
 
-def report(name: str, records: list, *, workers: int, seconds: float, db: str | None) -> dict:
+def report(name: str, records: list, *, workers: int, seconds: float, db: str | None, cluster: str | None = None) -> dict:
+    """The merged report: ``workers`` processes, or the Ray ``cluster`` the runs were tasks on."""
     counts = {}
     for rec in records:
         counts[rec["verdict"]] = counts.get(rec["verdict"], 0) + 1
     return {"campaign": name, "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "workers": workers, "duration_s": round(seconds, 1), "db": db, "verdicts": counts, "runs": records,
+            "workers": workers, "cluster": cluster, "duration_s": round(seconds, 1), "db": db, "verdicts": counts, "runs": records,
             "findings": findings(records)}
+
+
+def _where(doc: dict) -> str:
+    return f"Ray cluster {doc['cluster']}" if doc.get("cluster") else f"{doc['workers']} workers"
 
 
 def to_markdown(doc: dict) -> str:
     lines = [f"# Campaign {doc['campaign']}", "",
-             f"{len(doc['runs'])} runs on {doc['workers']} workers in {doc['duration_s']} s: "
+             f"{len(doc['runs'])} runs on {_where(doc)} in {doc['duration_s']} s: "
              + ", ".join(f"{n} {v}" for v, n in sorted(doc["verdicts"].items())), "",
              "| run | verdict | graphs | changed | first violation |", "|---|---|---|---|---|"]
     for rec in doc["runs"]:
@@ -319,7 +411,7 @@ def to_html(doc: dict) -> str:
                     f"(runs: {html.escape(', '.join(f['runs']))})<pre>{html.escape(f['graph'])}</pre></li>"
                     for f in doc["findings"])
     return (f"<!doctype html><meta charset=utf-8><title>Campaign {html.escape(doc['campaign'])}</title>"
-            f"<h1>Campaign {html.escape(doc['campaign'])}</h1><p>{len(doc['runs'])} runs on {doc['workers']} workers "
+            f"<h1>Campaign {html.escape(doc['campaign'])}</h1><p>{len(doc['runs'])} runs on {html.escape(_where(doc))} "
             f"in {doc['duration_s']} s</p><table><tr><th>run</th><th>verdict</th><th>graphs</th><th>changed</th>"
             f"<th>first violation</th></tr>{rows}</table><h2>Findings</h2><ul>{found}</ul>\n")
 

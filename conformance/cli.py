@@ -43,11 +43,18 @@ def _campaign(args) -> int:
         workers = args.workers or int(head.get("workers", 0)) or (os.cpu_count() or 1)
         if workers < 1:
             raise UsageError(f"workers={workers}, but should be a positive integer")
+        retries = C.RETRIES if args.retries is None else args.retries
+        if retries < 0:
+            raise UsageError(f"--retries {args.retries}, but should be 0 or more")
+        cluster = args.cluster if args.cluster is not None else head.get("cluster")
+        if cluster is not None:
+            C.ray_module()  # without the extra: said once, here
     except UsageError as exc:
         print(f"fx-conformance campaign: error: {exc}", file=sys.stderr)
         return 2
     workers = min(workers, len(runs))
-    print(f"fx-conformance campaign {name}: {len(runs)} runs on {workers} workers"
+    where = f"Ray cluster {cluster}" if cluster is not None else f"{workers} workers"
+    print(f"fx-conformance campaign {name}: {len(runs)} runs on {where}"
           + (f", database {db}" if db else ""), flush=True)
     t0 = time.monotonic()
 
@@ -58,8 +65,13 @@ def _campaign(args) -> int:
               + (f", changed {record['changed']} of {record['examples']} graphs" if "changed" in record else "")
               + (f": {first}" if first else ""), flush=True)
 
-    records = C.run_campaign(runs, workers=workers, db=db, db_readonly=args.db_readonly, on_done=done)
-    doc = C.report(name, records, workers=workers, seconds=time.monotonic() - t0, db=db)
+    try:
+        records = C.run_campaign(runs, workers=workers, db=db, db_readonly=args.db_readonly, on_done=done,
+                                 cluster=cluster, retries=retries)
+    except UsageError as exc:  # a cluster that cannot be joined
+        print(f"fx-conformance campaign: error: {exc}", file=sys.stderr)
+        return 2
+    doc = C.report(name, records, workers=workers, seconds=time.monotonic() - t0, db=db, cluster=cluster)
     C.write_reports(doc, args.json, args.markdown, args.html)
     print(f"{', '.join(f'{n} {v}' for v, n in sorted(doc['verdicts'].items()))}; "
           f"{len(doc['findings'])} distinct finding{'s' if len(doc['findings']) != 1 else ''}; "
@@ -350,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--db", metavar="PATH|redis://host:port/N", default=None,
                    help="the example database every run shares (default: the file's db, else none)")
     c.add_argument("--db-readonly", action="store_true", help="replay the database's failures, write nothing")
+    c.add_argument("--cluster", metavar="local|auto|ADDRESS", default=None,
+                   help="run each job as a Ray task (the cluster extra; default: the file's cluster, else a local "
+                        "process pool): local starts Ray on this machine (-n CPUs of it), auto joins the one "
+                        "running here, ray://head:10001 a remote cluster; CUDA jobs ask for a GPU")
+    c.add_argument("--retries", type=int, default=None,
+                   help="with --cluster: times a run is tried again when its worker or node died (default 2)")
     c.add_argument("--json", default="reports/campaign.json", help="the merged report (default %(default)s)")
     c.add_argument("--markdown", default=None, help="the merged report as Markdown")
     c.add_argument("--html", default=None, help="the merged report as HTML")
