@@ -99,15 +99,22 @@ bench: $(STAMP)
 # Inductor, harness, prover, strategies, functionalization), the static (compile-only) figures of the
 # kernel corpus for sm_90/sm_80/gfx942 beside Inductor's, then `fx-conformance report`, which
 # writes reports/nightly/<UTC date>/report.{json,md,html} with plots, appends reports/history.jsonl
-# and exits 1 on a regression against the last run on this machine kind (gate median:5%).
+# and exits 1 on a regression against the last run on this machine kind (gate median:5%). With
+# NIGHTLY_CAMPAIGN=FILE (CAMPAIGN_ARGS: say --cluster auto --db redis://...) the campaign runs too and
+# is a section of the report, with its plot.
+NIGHTLY_CAMPAIGN ?=
+CAMPAIGN_ARGS ?=
 nightly: $(STAMP)
 	mkdir -p $(NIGHTLY_DIR)
 	-$(VPY) -m pytest tests $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 	-$(VENV)/bin/fx-conformance run --profile $(NIGHTLY_PROFILE) -- --fx-summary-json $(NIGHTLY_DIR)/conformance.json
+	$(if $(NIGHTLY_CAMPAIGN),-$(VENV)/bin/fx-conformance campaign $(NIGHTLY_CAMPAIGN) $(CAMPAIGN_ARGS) \
+		--json $(NIGHTLY_DIR)/campaign.json)
 	$(VPY) -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json $(NIGHTLY_DIR)/benchmarks.json
 	env -u TRITON_INTERPRET TRITON_DEFAULT_FP_FUSION=0 $(VPY) -m benchmarks.static_kernels $(NIGHTLY_DIR)/static.json
 	$(VENV)/bin/fx-conformance report --benchmarks $(NIGHTLY_DIR)/benchmarks.json \
-		--conformance $(NIGHTLY_DIR)/conformance.json --static $(NIGHTLY_DIR)/static.json $(REPORT_ARGS)
+		--conformance $(NIGHTLY_DIR)/conformance.json --static $(NIGHTLY_DIR)/static.json \
+		$(if $(NIGHTLY_CAMPAIGN),--campaign $(NIGHTLY_DIR)/campaign.json) $(REPORT_ARGS)
 
 clean:
 	rm -rf $(VENV) .hypothesis .benchmarks *.egg-info .fx-conformance-cache

@@ -42,7 +42,6 @@ import concurrent.futures
 import dataclasses
 import datetime
 import hashlib
-import html
 import json
 import multiprocessing
 import os
@@ -385,35 +384,35 @@ def _where(doc: dict) -> str:
     return f"Ray cluster {doc['cluster']}" if doc.get("cluster") else f"{doc['workers']} workers"
 
 
-def to_markdown(doc: dict) -> str:
-    lines = [f"# Campaign {doc['campaign']}", "",
-             f"{len(doc['runs'])} runs on {_where(doc)} in {doc['duration_s']} s: "
+def section(doc: dict, level: str = "##") -> list:
+    """The report's body as Markdown lines: the verdict counts, a row per run (verdict, graphs, changed,
+    first violation or error), the findings one per minimal graph with the graph. The campaign's own
+    report is its title and this; the nightly report (``fx-conformance report --campaign``) holds it
+    as a section."""
+    lines = [f"{len(doc['runs'])} runs on {_where(doc)} in {doc['duration_s']} s: "
              + ", ".join(f"{n} {v}" for v, n in sorted(doc["verdicts"].items())), "",
              "| run | verdict | graphs | changed | first violation |", "|---|---|---|---|---|"]
     for rec in doc["runs"]:
         first = rec.get("violations", [{}])[0].get("message", "") if rec.get("violations") else rec.get("error", "")
         lines.append(f"| {rec['id']} | {rec['verdict']} | {rec.get('examples', '')} | {rec.get('changed', '')} | "
-                     f"{first.replace('|', '/')} |")
+                     f"{first.replace('|', chr(92) + '|')} |")
     if doc["findings"]:
-        lines += ["", "## Findings (one per minimal graph)", ""]
+        lines += ["", f"{level}# Findings (one per minimal graph)", ""]
         for f in doc["findings"]:
             lines += [f"- {', '.join(f['properties'])}: {f['messages'][0]} (runs: {', '.join(f['runs'])})", "",
                       "```python", f["graph"], "```", ""]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def to_markdown(doc: dict) -> str:
+    return "\n".join([f"# Campaign {doc['campaign']}", "", *section(doc)]) + "\n"
 
 
 def to_html(doc: dict) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(r['id'])}</td><td>{r['verdict']}</td><td>{r.get('examples', '')}</td>"
-        f"<td>{r.get('changed', '')}</td><td>{html.escape((r.get('violations') or [{}])[0].get('message', '') or r.get('error', ''))}</td></tr>"
-        for r in doc["runs"])
-    found = "".join(f"<li>{html.escape(', '.join(f['properties']))}: {html.escape(f['messages'][0])} "
-                    f"(runs: {html.escape(', '.join(f['runs']))})<pre>{html.escape(f['graph'])}</pre></li>"
-                    for f in doc["findings"])
-    return (f"<!doctype html><meta charset=utf-8><title>Campaign {html.escape(doc['campaign'])}</title>"
-            f"<h1>Campaign {html.escape(doc['campaign'])}</h1><p>{len(doc['runs'])} runs on {html.escape(_where(doc))} "
-            f"in {doc['duration_s']} s</p><table><tr><th>run</th><th>verdict</th><th>graphs</th><th>changed</th>"
-            f"<th>first violation</th></tr>{rows}</table><h2>Findings</h2><ul>{found}</ul>\n")
+    """The Markdown report as the nightly report's page (``nightly.render_html``)."""
+    from .nightly import render_html
+
+    return render_html(to_markdown(doc), title=f"Campaign {doc['campaign']}")
 
 
 def write_reports(doc: dict, json_path=None, markdown_path=None, html_path=None) -> None:

@@ -315,7 +315,8 @@ def _report(args) -> int:
 
     try:
         out, regressions, notes = write_report(args.benchmarks, args.conformance, out_dir=args.out,
-                                               history_path=args.history, gate=args.gate, static_path=args.static)
+                                               history_path=args.history, gate=args.gate, static_path=args.static,
+                                               campaign_path=args.campaign)
     except UsageError as exc:
         print(f"fx-conformance report: {exc}", file=sys.stderr)
         return 2
@@ -333,6 +334,9 @@ def _add_report(sub) -> None:
     r.add_argument("--conformance", default=None, metavar="PATH", help="conformance counts (--fx-summary-json)")
     r.add_argument("--static", default=None, metavar="PATH",
                    help="static kernel figures (python -m benchmarks.static_kernels): the compile-only section")
+    r.add_argument("--campaign", default=None, metavar="PATH",
+                   help="a campaign's merged report (fx-conformance campaign --json): its runs and findings as a "
+                        "section, with a plot")
     r.add_argument("--out", default=None, metavar="DIR", help="report directory (default reports/nightly/<UTC date>)")
     r.add_argument("--history", default="reports/history.jsonl", metavar="PATH", help="history file to compare and append to")
     r.add_argument("--gate", default="median:5%", help="regression gate, stat:pct%% (default median:5%%)")

@@ -85,9 +85,11 @@ def _row(b: dict) -> dict:
     return row
 
 
-def build_report(bench: dict, conformance: dict | None, static: dict | None = None) -> dict:
-    """report.json's content from a pytest-benchmark JSON document, conformance counts and the static
-    (compile-only) kernel figures (``python -m benchmarks.static_kernels``)."""
+def build_report(bench: dict, conformance: dict | None, static: dict | None = None,
+                 campaign: dict | None = None) -> dict:
+    """report.json's content from a pytest-benchmark JSON document, conformance counts, the static
+    (compile-only) kernel figures (``python -m benchmarks.static_kernels``) and a campaign's merged
+    report (``fx-conformance campaign --json``)."""
     rows = [_row(b) for b in bench.get("benchmarks", [])]
     kernels = [r for r in rows if "provider" in r and r.get("provider") != "copy"]
     machine = _device(bench, rows)
@@ -109,6 +111,7 @@ def build_report(bench: dict, conformance: dict | None, static: dict | None = No
         "tracked": [r for r in rows if r not in kernels],
         "conformance": conformance,
         "static": static,
+        "campaign": campaign,
     }
 
 
@@ -239,7 +242,31 @@ def plot(report: dict, out: pathlib.Path) -> list:
         ax.set_xlabel("tests")
         ax.legend(fontsize=8)
         made.append(_save(plt, fig, out, "conformance.png"))
+    camp = report.get("campaign")
+    if camp and camp.get("runs"):
+        made.append(_campaign_plot(plt, camp, out))
     return made
+
+
+_VERDICT_COLORS = {"ok": "tab:green", "known": "tab:orange", "vacuous": "tab:grey", "violations": "tab:red",
+                   "crashed": "black", "error": "tab:purple"}
+
+
+def _campaign_plot(plt, camp: dict, out: pathlib.Path) -> str:
+    """Each run's graphs, the changed ones darker, coloured by its verdict."""
+    runs = camp["runs"]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(runs) + 1.5))
+    names = [r["id"] for r in runs]
+    colors = [_VERDICT_COLORS.get(r["verdict"], "tab:blue") for r in runs]
+    ax.barh(names, [r.get("examples") or 0 for r in runs], color=colors, alpha=0.35)
+    ax.barh(names, [r.get("changed") or 0 for r in runs], color=colors)
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_xlabel("graphs checked (light) and changed by the pass (dark)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for v, c in _VERDICT_COLORS.items() if v in camp["verdicts"]]
+    ax.legend(handles, [v for v in _VERDICT_COLORS if v in camp["verdicts"]], fontsize=7)
+    ax.set_title(f"campaign {camp['campaign']}", fontsize=9)
+    return _save(plt, fig, out, "campaign.png")
 
 
 def _static_plot(plt, static: dict, out: pathlib.Path) -> str:
@@ -428,14 +455,20 @@ def render_markdown(report: dict, plots: list, regressions: list, notes: list) -
                           ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}"
                                     for k, v in sorted(r["extra_info"].items()))] for r in report["tracked"]])
     lines += static_section(report.get("static"))
+    camp = report.get("campaign")
+    if camp:
+        from .campaign import section
+
+        lines += ["", f"## Campaign {camp['campaign']}", "", *section(camp, level="##")]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
 
 
-def render_html(markdown: str) -> str:
-    """A self-contained page from the Markdown (headings, quotes, lists, tables, images)."""
+def render_html(markdown: str, title: str = "fx-conformance nightly") -> str:
+    """A self-contained page from the Markdown (headings, quotes, lists, tables, images, fenced code)."""
     out, table = [], []
+    code: list | None = None  # the lines of an open ``` block
 
     def flush():
         if table:
@@ -448,6 +481,17 @@ def render_html(markdown: str) -> str:
             table.clear()
 
     for line in markdown.splitlines():
+        if code is not None:
+            if line.startswith("```"):
+                out.append(f"<pre>{html.escape(chr(10).join(code))}</pre>")
+                code = None
+            else:
+                code.append(line)
+            continue
+        if line.startswith("```"):
+            flush()
+            code = []
+            continue
         if line.startswith("|"):
             table.append(line)
             continue
@@ -468,19 +512,26 @@ def render_html(markdown: str) -> str:
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
-             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}blockquote{background:#fff3cd;padding:8px}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>fx-conformance nightly</title>" \
+             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}blockquote{background:#fff3cd;padding:8px}"
+             "pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}")
+    if code is not None:
+        out.append(f"<pre>{html.escape(chr(10).join(code))}</pre>")
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>" \
            f"<style>{style}</style></head><body>\n" + "\n".join(out) + "\n</body></html>\n"
 
 
 def write_report(bench_path, conformance_path=None, *, out_dir=None, history_path="reports/history.jsonl",
-                 gate: str = "median:5%", static_path=None) -> tuple:
+                 gate: str = "median:5%", static_path=None, campaign_path=None) -> tuple:
     """Build, render and record a nightly report: ``(report directory, regressions, notes)``."""
     parsed_gate = Gate.parse(gate)
     bench = _load(bench_path, "--benchmarks")
     conformance = _load(conformance_path, "--conformance") if conformance_path else None
     static = _load(static_path, "--static") if static_path else None
-    report = build_report(bench, conformance, static)
+    campaign = _load(campaign_path, "--campaign") if campaign_path else None
+    if campaign is not None and not (isinstance(campaign, dict)
+                                     and {"campaign", "runs", "verdicts", "findings"} <= campaign.keys()):
+        raise UsageError(f"--campaign {campaign_path}: not a campaign report (fx-conformance campaign --json)")
+    report = build_report(bench, conformance, static, campaign)
     date = report["datetime"][:10]
     out = pathlib.Path(out_dir) if out_dir else pathlib.Path("reports/nightly") / date
     out.mkdir(parents=True, exist_ok=True)

@@ -97,9 +97,42 @@ def test_a_run_on_another_machine_kind_is_not_compared_with(tmp_path, capsys):
     assert code == 0 and "warning: the previous run was on cpu:Test CPU" in out and "nothing to compare" in out
 
 
+def _campaign_doc():
+    from conformance.campaign import graph_key, report
+
+    graph = "def forward(self, x):\n    sub = torch.ops.aten.sub.Tensor(x, x);  x = None\n    return (sub,)"
+    bad = {"id": "add_to_sub@0", "verdict": "violations", "examples": 7, "changed": 6,
+           "violations": [{"property": "values", "message": "output[0]: 1 of 4 elements differ | worst 2",
+                           "graph": graph, "graph_key": graph_key(graph)}]}
+    records = [bad, {"id": "dce@0", "verdict": "ok", "examples": 20, "changed": 12, "violations": []},
+               {"id": "crash@0", "verdict": "crashed", "error": "its Ray worker died on each of 3 tries"}]
+    return report("nightly-passes", records, workers=2, seconds=12.5, db=None, cluster="auto")
+
+
+def test_a_campaign_is_a_section_of_the_report_with_its_plot(tmp_path):
+    """``fx-conformance report --campaign``: the campaign's runs (a cell's pipe escaped) and its findings
+    with their graphs, in report.md and as the page's table and code block, and campaign.png."""
+    code = cli.main(["report", "--benchmarks", _write(tmp_path, "b.json", _bench()),
+                     "--campaign", _write(tmp_path, "c.json", _campaign_doc()),
+                     "--history", str(tmp_path / "h"), "--out", str(tmp_path / "o")])
+    assert code == 0
+    out = tmp_path / "o"
+    md = (out / "report.md").read_text()
+    assert "## Campaign nightly-passes" in md and "3 runs on Ray cluster auto in 12.5 s: 1 crashed, 1 ok, 1 violations" in md
+    assert "| add_to_sub@0 | violations | 7 | 6 | output[0]: 1 of 4 elements differ \\| worst 2 |" in md
+    assert "### Findings (one per minimal graph)" in md and "```python\ndef forward(self, x):" in md
+    page = (out / "report.html").read_text()
+    assert "<td>output[0]: 1 of 4 elements differ | worst 2</td>" in page and "<td>crashed</td>" in page
+    assert "<pre>def forward(self, x):\n    sub = torch.ops.aten.sub.Tensor(x, x);" in page
+    assert "![campaign.png](campaign.png)" in md and (out / "campaign.png").stat().st_size > 1000
+    assert json.loads((out / "report.json").read_text())["campaign"]["verdicts"] == {"violations": 1, "ok": 1,
+                                                                                     "crashed": 1}
+
+
 @pytest.mark.parametrize("args,message", [
     (["--benchmarks", "/nonexistent.json"], "does not exist"),
     (["--benchmarks", "{bench}", "--gate", "fast:5"], "should look like median:5%"),
+    (["--benchmarks", "{bench}", "--campaign", "{bench}"], "not a campaign report"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     bench = _write(tmp_path, "b.json", _bench())
