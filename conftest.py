@@ -10,7 +10,7 @@ Nothing here imports torch, and nothing here changes what a test does.
 LONGEST_FIRST = (
     "tests/test_cli_verify.py", "tests/test_dynamic.py", "tests/test_ir.py", "tests/test_custom_ops.py",
     "tests/test_device.py", "tests/test_search.py", "tests/test_strategies.py", "tests/test_planted.py",
-    "tests/test_op_families.py", "conformance/suite/test_torch_passes.py", "tests/test_docs.py",
+    "tests/test_campaign_ray.py", "tests/test_op_families.py", "conformance/suite/test_torch_passes.py", "tests/test_docs.py",
     "tests/test_patterns.py", "tests/test_pointwise_table.py", "tests/test_gpu_targets.py",
     "tests/test_real_pass_fire.py", "tests/test_seeds.py", "conformance/suite/test_pointwise_lowering.py",
     "tests/test_torch_ir.py", "tests/test_higher_order_ops.py", "tests/test_aimed_draws.py",
