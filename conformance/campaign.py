@@ -409,8 +409,8 @@ def to_markdown(doc: dict) -> str:
 
 
 def to_html(doc: dict) -> str:
-    """The Markdown report as the nightly report's page (``nightly.render_html``)."""
-    from .nightly import render_html
+    """The Markdown report as the nightly report's page (``_page.render_html``)."""
+    from ._page import render_html
 
     return render_html(to_markdown(doc), title=f"Campaign {doc['campaign']}")
 
