@@ -491,6 +491,13 @@ def _eval_pair(first, norm):
     return make
 
 
+def _row_written_then_viewed(x, a):
+    """``x[0] += a; return x.unbind(0)[0]``: functionalized, ``unbind(select_scatter(x, ...))[0]``, a view
+    of the scatter's fresh result, and the scatter copied back into ``x``."""
+    aten.add_.Tensor(aten.select.int(x, 0, 0), a)
+    return (aten.unbind.int(x)[0],)
+
+
 def _dropout_then_rand_like(x):
     dropped = aten.native_dropout.default(aten.scalar_tensor.default(0.0), 0.25, True)[0]
     return (aten.rand_like.default(x), dropped)
@@ -737,6 +744,18 @@ FINDINGS = {
         "value does not have (found by `fx-conformance campaign examples/campaign_torch_passes.toml`, seed 1 "
         "of the row)",
         before=r"aten\.index_put\.default\((?s:.*)aten\.copy_\.default\("),
+    "reinplace-returns-a-view-of-the-input": Finding(
+        ("post_grad.reinplace_inplaceable_ops", "post_grad.post_grad_passes"), "aliasing",
+        r"output\[\d+\] aliases input\[\d+\], but should not \(the original's output\[\d+\] aliases nothing\)",
+        _row_written_then_viewed, lambda: (torch.randn(3, 4), torch.randn(4)),
+        "reinplace_inplaceable_ops turns select_scatter(x, ...) whose result is copied back into the input x "
+        "into a write into x, and hands the scatter's other readers x itself: an output that was a view of "
+        "the scatter's fresh result (unbind(select_scatter(x, ...))[0]) becomes a view of the input. End to "
+        "end, torch.compile of z = torch.select_scatter(x, x[0] + a, 0, 0); x.copy_(z); "
+        "return z.unbind(0)[0] returns a tensor on x's storage, where eager's is fresh (met by the row's "
+        "search at seed 9, 50 graphs)",
+        before=r"(\w+) = torch\.ops\.aten\.select_scatter\.default\((?s:.*)"
+               r"torch\.ops\.aten\.copy_\.default\(\w+, \1\)"),
     "fuse-folds-a-sequence-norm-along-the-wrong-dim": Finding(
         ("fx.experimental.optimization.fuse",), "values", r"elements differ",
         _eval_pair(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)), lambda: (torch.randn(2, 4, 3),),
