@@ -84,8 +84,9 @@ SMOKE_SIZES = {"cuda": (2 ** 12,), "cpu": (2 ** 12,)}  # under `make test` (--be
 PROVIDERS = ("eager", "reference_lowering", "inductor")
 
 
-def make_inputs(graph: Graph, numel: int, dtype: torch.dtype, seed: int = 0) -> tuple:
-    """Random inputs (never zeros: they hide unwritten outputs and run faster than data)."""
+def make_inputs(graph: Graph, numel: int, dtype: torch.dtype, seed: int = 0, device: str = DEVICE) -> tuple:
+    """Random inputs (never zeros: they hide unwritten outputs and run faster than data), on ``device``
+    (the GPU where there is one)."""
     gen = torch.Generator().manual_seed(seed)
     rows = max(1, numel // ROW)
     out = []
@@ -96,7 +97,7 @@ def make_inputs(graph: Graph, numel: int, dtype: torch.dtype, seed: int = 0) -> 
             t = torch.randn(ROW, rows, generator=gen).t()
         else:
             t = torch.randn(rows, ROW, generator=gen)
-        out.append(t.to(device=DEVICE, dtype=dtype))
+        out.append(t.to(device=device, dtype=dtype))
     return tuple(out)
 
 
