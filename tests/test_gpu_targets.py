@@ -107,3 +107,24 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, 
         assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), (target, planted)
     assert len(cases) > (400 if not spread else 35), "the golden graphs and the table's cases (all, or one in 16)"
     assert not bad, f"{len(bad)} kernels (triton {version('triton')}):\n" + "\n".join(bad)
+
+
+def test_transcendental_chains_compile_within_the_target_of_inductors_instructions(tmp_path):
+    """Issue 36: on sm_90 our chain8 and bias_gelu kernels (bf16, the widest gap) take at most 1.2 times
+    Inductor's instructions per element, compiled here from Inductor's own Triton source
+    (``benchmarks.static_kernels``). Measured on the 2-core AMD EPYC: chain8 1.16, bias_gelu 0.95;
+    2.10 and 1.54 while tanh was Cephes' polynomial and sigmoid's division correctly rounded on the
+    GPU path too, and bf16 values were rounded again after relu and clamp."""
+    from conformance.nightly import STATIC_RATIO_TARGET
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton-cache"), TRITON_DEFAULT_FP_FUSION="0",
+               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    out = tmp_path / "static.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.static_kernels", str(out), "--graphs", "chain8,bias_gelu",
+                           "--dtypes", "bf16"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert not doc["notes"], doc["notes"]  # Inductor's kernels compiled: a ratio for each graph
+    sm90 = {r["graph"]: r["ratio"] for r in doc["ratios"] if r["target"] == "sm_90"}
+    assert set(sm90) == {"chain8", "bias_gelu"} and max(sm90.values()) <= STATIC_RATIO_TARGET, sm90

@@ -62,6 +62,48 @@ def test_a_chain_of_pointwise_ops_is_one_kernel():
     assert_lowering_ok(gm, (x,))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_narrow_float_is_not_rounded_again_where_an_op_selects_among_rounded_values(dtype):
+    """relu, clamp to a bound the dtype holds, maximum and abs of f16/bf16 values already rounded give
+    such a value: no second rounding (each costs instructions on a GPU). A clamp to 0.3, which bf16 and
+    f16 do not hold, is rounded: the kernel stores the rounded bound eager stores (left unrounded, the
+    store's conversion would give another value: bf16's narrowing by bits truncates)."""
+    def body(g, c, x):
+        v = c(aten.mul.Tensor, x, 1.25)
+        v = c(aten.abs.default, c(aten.maximum.default, c(aten.clamp_min.default, c(aten.relu.default, v), -0.5), x))
+        return [v, c(aten.clamp_min.default, c(aten.mul.Tensor, x, 1.25), 0.3)]
+
+    gm = build(1, body)
+    x = torch.tensor([-3.0, -0.1, 0.0, 0.1, 0.2, 1.7, float("nan"), float("inf")], dtype=dtype)
+    lowered = lower_pointwise(gm, (x,))
+    [kernel] = lowered.meta["pointwise_kernels"]
+    rounds = ".to(tl.float16).to(tl.float32)" if dtype == torch.float16 else "bf16_round_f32("
+    body_lines = [line for line in kernel.source.split("def pointwise_")[1].splitlines() if rounds in line]
+    # the product (the kernel computes the two once), and the clamp to 0.3; not relu, the clamp to
+    # -0.5, maximum or abs
+    assert len(body_lines) == 2, kernel.source
+    for got, want in zip(lowered(x), gm(x)):
+        assert torch.equal(got.float().nan_to_num(), want.float().nan_to_num()), (got, want)
+    assert lowered(x)[1][0].item() == torch.tensor(0.3, dtype=dtype).item()
+
+
+def test_the_gpu_path_takes_libdevices_tanh_and_an_approximate_sigmoid_division():
+    """On a GPU, tanh is libdevice's (eager CUDA's own) and sigmoid's division Triton's approximate one
+    (Inductor's form), in a helper, where a kernel expression's division would be correctly rounded;
+    the interpreter, which cannot call libdevice, keeps the polynomial tanh."""
+    from reference_lowering.pointwise._helpers import helper_sources
+
+    body = "tanh_f32(x) + sigmoid_f32(x) + tanh_f64(y)"
+    gpu, interpreted = "\n".join(helper_sources(body, interpreter=False)), "\n".join(helper_sources(body))
+    assert gpu.count("return libdevice.tanh(x)") == 2 and "libdevice" not in interpreted
+    for text in (gpu, interpreted):
+        assert "return 1 / (1 + tl.exp(-x))" in text and "div_rn" not in text
+    gm = build(1, lambda g, c, x: [c(aten.sigmoid.default, x)])
+    x = torch.randn(16)
+    [kernel] = lower_pointwise(gm, (x,)).meta["pointwise_kernels"]
+    assert "sigmoid_f32(" in kernel.source and "div_rn" not in kernel.source, kernel.source
+
+
 def test_two_outputs_of_one_region_come_from_one_kernel():
     gm = build(2, lambda g, c, x, y: [c(aten.add.Tensor, x, y), c(aten.mul.Tensor, x, y)])
     lowered = lower_pointwise(gm, (torch.randn(4), torch.randn(4)))

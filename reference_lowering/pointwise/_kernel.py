@@ -20,7 +20,7 @@ from . import _index as ix
 from ._helpers import helper_name, helper_sources
 from ._correct_rounding import correctly_rounded
 from ._table import ALWAYS_BOOL, BOOL_TO_LONG, INT_TO_FLOAT, SELF, TRITON
-from ._types import TL, Value, arithmetic, check_dtype, constant, convert, register
+from ._types import NARROW_FLOATS, TL, Value, arithmetic, check_dtype, constant, convert, register
 
 
 @dataclass(frozen=True)
@@ -407,5 +407,22 @@ def _emit(gen: _Codegen, node: fx.Node, env: dict, info: dict) -> Value:
     expr = correctly_rounded(expr, arithmetic(common))
     # A predicate is a bool; bool arithmetic is int8 (True + True == 2) until converted to the result.
     held = torch.bool if row.returns == "bool" else arithmetic(common)
-    raw = Value(gen.name(expr), held, held)
+    # a row that selects among f16/bf16 operands already rounded (relu, clamp, maximum, abs) gives a
+    # value of their dtype: rounding it again changes no bit and costs instructions
+    exact = row.selects and common in NARROW_FLOATS and all(
+        isinstance(args.get(name), fx.Node) or _exact_in(args.get(name), common) for name in row.promote)
+    raw = Value(gen.name(expr), held, common if exact else held)
     return gen.value(convert(raw, result))
+
+
+def _exact_in(value, dtype: torch.dtype) -> bool:
+    """Whether the scalar ``value`` (None: not given) is a value of ``dtype`` (NaN and infinities are)."""
+    if value is None:
+        return True
+    if not isinstance(value, (bool, int, float)):
+        return False
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int past every float
+        return False
+    return as_float != as_float or float(torch.tensor(as_float, dtype=dtype)) == as_float

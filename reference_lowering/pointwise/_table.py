@@ -38,6 +38,10 @@ class Row:
     returns: str = "common"  # "common" or "bool"
     masks: tuple = ()
     rounds_scalars: bool = False  # eager converts scalar operands to an f16/bf16 dtype first
+    # the result is one of its operands, or exactly their abs or negation, or a literal of the emit that
+    # every float dtype holds (relu's 0): of f16/bf16 operands already rounded, it needs no rounding
+    # (where each scalar operand is exact in that dtype too)
+    selects: bool = False
     unsupported: object = None
     note: str = field(default="", compare=False)
 
@@ -213,8 +217,8 @@ def _clone_unsupported(args):
 
 TRITON: dict = {
     # ---- unary ------------------------------------------------------------------------------------
-    aten.abs.default: _unary(lambda o: f"tl.abs({o.self})"),
-    aten.neg.default: _unary(lambda o: f"-{o.self}"),
+    aten.abs.default: _unary(lambda o: f"tl.abs({o.self})", selects=True),
+    aten.neg.default: _unary(lambda o: f"-{o.self}", selects=True),
     aten.exp.default: _unary(lambda o: f"tl.exp({o.self})", INT_TO_FLOAT),
     aten.exp2.default: _unary(lambda o: f"tl.exp2({o.self})", INT_TO_FLOAT),
     aten.expm1.default: _unary(lambda o: _f(o, "expm1", o.self), INT_TO_FLOAT),
@@ -229,11 +233,11 @@ TRITON: dict = {
     aten.tanh.default: _unary(lambda o: _f(o, "tanh", o.self), INT_TO_FLOAT),
     aten.atan.default: _unary(lambda o: _f(o, "atan", o.self), INT_TO_FLOAT),
     aten.asin.default: _unary(lambda o: _f(o, "asin", o.self), INT_TO_FLOAT),
-    aten.sigmoid.default: _unary(lambda o: f"1 / (1 + tl.exp(-{o.self}))", INT_TO_FLOAT),
+    aten.sigmoid.default: _unary(lambda o: _f(o, "sigmoid", o.self), INT_TO_FLOAT),
     aten.erf.default: _unary(lambda o: f"tl.erf({o.self})", INT_TO_FLOAT),
     aten.gelu.default: _unary(_gelu),  # approximate='none' (erf) or 'tanh'
     aten.silu.default: _unary(lambda o: f"{o.self} / (1 + tl.exp(-{o.self}))"),  # eager's x / (1 + e^-x)
-    aten.relu.default: _unary(lambda o: f"tl.where({o.self} < 0, 0, {o.self})"),  # NaN stays NaN
+    aten.relu.default: _unary(lambda o: f"tl.where({o.self} < 0, 0, {o.self})", selects=True),  # NaN stays NaN
     aten.floor.default: _unary(lambda o: f"tl.floor({o.self})" if o.is_float else o.self),  # identity on ints
     aten.ceil.default: _unary(lambda o: f"tl.ceil({o.self})" if o.is_float else o.self),
     aten.round.default: _unary(lambda o: _f(o, "round", o.self) if o.is_float else o.self),  # half to even
@@ -264,8 +268,8 @@ TRITON: dict = {
     aten.fmod.Scalar: _binary(lambda o: _fmod(o, o.self, o.other)),
     aten.pow.Tensor_Tensor: _binary(lambda o: _pow(o, o.self, o.exponent), BOOL_TO_LONG, ("self", "exponent")),
     aten.pow.Tensor_Scalar: _binary(lambda o: _pow(o, o.self, o.exponent), BOOL_TO_LONG, ("self", "exponent")),
-    aten.maximum.default: _binary(lambda o: _max(o, o.self, o.other)),  # NaN propagates
-    aten.minimum.default: _binary(lambda o: _min(o, o.self, o.other)),
+    aten.maximum.default: _binary(lambda o: _max(o, o.self, o.other), selects=True),  # NaN propagates
+    aten.minimum.default: _binary(lambda o: _min(o, o.self, o.other), selects=True),
     aten.atan2.default: _binary(lambda o: _f(o, "atan2", o.self, o.other), INT_TO_FLOAT),
     aten.hypot.default: _binary(lambda o: _f(o, "hypot", o.self, o.other)),
     aten.copysign.Tensor: _binary(lambda o: _f(o, "copysign", o.self, o.other), INT_TO_FLOAT),
@@ -290,8 +294,8 @@ TRITON: dict = {
                          masks=("condition",)),
     aten.masked_fill.Scalar: Row(("self",), SELF, lambda o: f"tl.where({o.mask}, {o.const(o.arg('value'))}, {o.self})",
                                  masks=("mask",)),
-    aten.clamp.default: Row(("self", "min", "max"), DEFAULT, _clamp),  # scalar bounds; NaN anywhere wins
-    aten.clamp.Tensor: Row(("self", "min", "max"), DEFAULT, _clamp),  # tensor bounds
-    aten.clamp_min.default: Row(("self", "min"), DEFAULT, _clamp),
-    aten.clamp_max.default: Row(("self", "max"), DEFAULT, _clamp),
+    aten.clamp.default: Row(("self", "min", "max"), DEFAULT, _clamp, selects=True),  # scalar bounds; NaN anywhere wins
+    aten.clamp.Tensor: Row(("self", "min", "max"), DEFAULT, _clamp, selects=True),  # tensor bounds
+    aten.clamp_min.default: Row(("self", "min"), DEFAULT, _clamp, selects=True),
+    aten.clamp_max.default: Row(("self", "max"), DEFAULT, _clamp, selects=True),
 }

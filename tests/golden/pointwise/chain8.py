@@ -17,6 +17,11 @@ import triton.language as tl
 
 
 @triton.jit
+def sigmoid_f32(x):
+    return 1 / (1 + tl.exp(-x))
+
+
+@triton.jit
 def tanh_f32(x):
     ax = tl.abs(x)
     z = x * x
@@ -31,7 +36,7 @@ def tanh_f32(x):
 
 
 @triton.jit
-def pointwise_8bb0e388e79a(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+def pointwise_e14bb5c1e2eb(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)
     xmask = tl.full([XBLOCK], True, tl.int1)
@@ -40,7 +45,7 @@ def pointwise_8bb0e388e79a(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
     tmp2 = tl.exp(tmp1)
     tmp3 = -tmp2
     tmp4 = tl.where(tmp3 < 0, 0, tmp3)
-    tmp5 = tl.div_rn(1, 1 + tl.exp(-tmp4))
+    tmp5 = sigmoid_f32(tmp4)
     tmp6 = tl.abs(tmp5)
     tmp7 = tl.cos(tmp6)
     tmp8 = tanh_f32(tmp7)
