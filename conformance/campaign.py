@@ -309,10 +309,12 @@ def run_on_ray(runs: list, cluster: str, *, db: str | None = None, db_readonly: 
         if cluster == "local":
             ray.init(num_cpus=num_cpus, **options)
         else:
+            check_address(cluster)
             try:
                 ray.init(address=cluster, **options)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UsageError(f"--cluster {cluster}: cannot join a Ray cluster there ({exc})") from None
+            except Exception as exc:  # noqa: BLE001 - Ray's many ways of not finding a cluster: one line
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise UsageError(f"--cluster {cluster}: cannot join a Ray cluster there ({why})") from None
     try:
         task = ray.remote(run_one)
         records: dict = {}
@@ -346,6 +348,21 @@ def run_on_ray(runs: list, cluster: str, *, db: str | None = None, db_readonly: 
         if started:
             ray.shutdown()
     return [records[r.id] for r in runs]
+
+
+def check_address(cluster: str) -> None:
+    """UsageError at once where nothing listens at a ``host:port`` address (``ray://host:port`` too):
+    Ray itself retries one for minutes. ``auto`` and addresses without a port are Ray's to find."""
+    import socket
+
+    host, sep, port = cluster.removeprefix("ray://").rpartition(":")
+    if cluster == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UsageError(f"--cluster {cluster}: nothing answers there ({exc.strerror or exc}); start Ray there "
+                         f"(ray start --head) or give its address") from None
 
 
 def _lost(run: Run, verdict: str, error: str) -> dict:

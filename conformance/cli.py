@@ -48,7 +48,8 @@ def _campaign(args) -> int:
             raise UsageError(f"--retries {args.retries}, but should be 0 or more")
         cluster = args.cluster if args.cluster is not None else head.get("cluster")
         if cluster is not None:
-            C.ray_module()  # without the extra: said once, here
+            C.ray_module()  # without the extra, or an address where nothing answers: said once, here
+            C.check_address(cluster)
     except UsageError as exc:
         print(f"fx-conformance campaign: error: {exc}", file=sys.stderr)
         return 2

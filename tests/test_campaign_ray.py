@@ -106,3 +106,16 @@ def test_without_ray_the_cluster_option_is_one_line_and_exit_2(tmp_path, monkeyp
     assert err == ["fx-conformance campaign: error: --cluster runs each job as a Ray task, and Ray is not installed: "
                    "pip install 'fx-conformance[cluster]'"]
     assert not (tmp_path / "r.json").exists()
+
+
+def test_an_address_where_nothing_answers_is_one_line_and_exit_2_at_once(tmp_path, capsys):
+    """Ray retries an address with nothing behind it for minutes (over 2 measured); the campaign says so
+    at once."""
+    path = _file(tmp_path, '''
+        [[job]]
+        target = "tests.passes.simple:add_to_sub"
+    ''')
+    assert main(["campaign", str(path), "--cluster", "127.0.0.1:1", "--json", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fx-conformance campaign: error: --cluster 127.0.0.1:1: nothing "
+                                               "answers there"), err
