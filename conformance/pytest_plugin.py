@@ -67,9 +67,25 @@ def pytest_addoption(parser):
 DATABASE: dict = {}
 
 
+_UNKEYED = {"fx_pass", "fx_device", "fx_db", "fx_db_readonly", "fx_summary", "fx_summary_json", "fx_allow_vacuous"}
+
+
+def plugin_search_key(options: dict, device: str) -> bytes:
+    """The database key of ``--fx-pass``'s searches: the pass, the device type and every ``--fx-*``
+    option but those that only say where results go (``options``: pytest's option namespace as a
+    dict), so an option added later keys the search too and a draw it changes is never replayed
+    under another's key."""
+    import hashlib
+    import json
+
+    keyed = {name: value for name, value in options.items() if name.startswith("fx_") and name not in _UNKEYED}
+    text = json.dumps({"target": options.get("fx_pass"), "device": device, **keyed}, sort_keys=True, default=repr)
+    return b"fx-conformance.pass." + hashlib.sha256(text.encode()).hexdigest()[:32].encode()
+
+
 class _Database:
     """``--fx-db``: each Hypothesis test of the run gets the database, under a key of its own: its node
-    id, and for ``--fx-pass``'s property tests the pass and the options (``database.search_key``), so
+    id, and for ``--fx-pass``'s property tests the pass and the options (``plugin_search_key``), so
     two passes, IRs or devices never replay each other's failures."""
 
     def __init__(self, config):
@@ -85,21 +101,13 @@ class _Database:
     def key(self, item) -> bytes:
         import hashlib
 
-        from .search.database import search_key
-
         if pathlib.Path(str(item.fspath)).resolve() == THIRD_PARTY_MODULE and self.config.getoption("fx_pass"):
-            get = self.config.getoption
-            opts = {"ir": get("fx_ir"), "graphs": get("fx_graphs"), "dynamic": get("fx_dynamic"),
-                    "requires_grad": get("fx_requires_grad"), "ops": get("fx_ops"), "focus": get("fx_focus"),
-                    "ensure": list(get("fx_ensure")), "specials": get("fx_specials"),
-                    "pass_kwargs": list(get("fx_pass_arg")), "context": get("fx_context"),
-                    "signature": get("fx_signature"), "settings_factory": get("fx_settings_factory")}
-            device = get("fx_device")
+            device = self.config.getoption("fx_device")
             if device == "auto":
                 import torch
 
                 device = "cuda" if torch.cuda.is_available() else "cpu"
-            return search_key(get("fx_pass"), opts, device) + b"." + item.name.encode()
+            return plugin_search_key(vars(self.config.option), device) + b"." + item.name.encode()
         return b"fx-conformance.test." + hashlib.sha256(item.nodeid.encode()).hexdigest()[:32].encode()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)

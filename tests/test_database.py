@@ -151,3 +151,21 @@ def test_the_pytest_plugin_shares_the_database_between_runs(tmp_path):
     assert again.returncode == 1 and "of 1 graphs" in again.stdout, again.stdout[-3000:]
     lone = _plugin_run(tmp_path, 3, "--fx-db-readonly")
     assert lone.returncode == 4 and "--fx-db-readonly needs --fx-db" in lone.stderr, lone.stderr[-2000:]
+
+
+def test_the_plugins_key_is_the_pass_the_device_and_every_option_that_changes_a_draw():
+    """Two runs of ``--fx-pass`` share saved failures only where the pass, the device and every
+    ``--fx-*`` option but those saying where results go (the database, the summary) are the same; an
+    option the list does not name (one added later) keys the search too."""
+    from conformance.pytest_plugin import plugin_search_key
+
+    base = {"fx_pass": "m:p", "fx_ir": "aten", "fx_graphs": "functional", "fx_ensure": [], "fx_db": "a",
+            "fx_db_readonly": False, "fx_summary": False, "fx_device": "auto", "verbose": 1}
+    key = plugin_search_key(base, "cpu")
+    assert plugin_search_key({**base, "fx_db": "b", "fx_db_readonly": True, "fx_summary": True, "verbose": 2},
+                             "cpu") == key
+    for change in ({"fx_ir": "post-grad"}, {"fx_ensure": ["no-new-nodes"]}, {"fx_pass": "m:q"},
+                   {"fx_hops_of_the_future": ["cond"]}):
+        assert plugin_search_key({**base, **change}, "cpu") != key, change
+    assert plugin_search_key(base, "cuda") != key
+
