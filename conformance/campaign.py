@@ -188,15 +188,20 @@ def _run_one(run: Run, db: str | None, db_readonly: bool) -> dict:
     except Exception as exc:  # noqa: BLE001 - a run that fails is that run's verdict, not the campaign's end
         record.update(verdict="error", error=f"{type(exc).__name__}: {exc}", seconds=round(time.monotonic() - t0, 2))
         return record
+    record.update(outcome(result), seconds=round(time.monotonic() - t0, 2))
+    return record
+
+
+def outcome(result) -> dict:
+    """A run's verdict and counts from its ``VerifyResult``: each violation with its first line, its
+    graph and the graph's key; each accepted finding by its first line."""
     violations = [{"property": v.property, "message": v.headline, "graph": v.graph_before,
                    "graph_key": graph_key(v.graph_before)} for v in result.violations]
     verdict = "violations" if violations else "vacuous" if result.changed == 0 else \
         "known" if result.known else "ok"
-    record.update(verdict=verdict, examples=result.examples, changed=result.changed,
-                  changed_dead_code_only=result.changed_dead_code_only, violations=violations,
-                  known=[k.get("message", "") if isinstance(k, dict) else str(k) for k in result.known],
-                  seconds=round(time.monotonic() - t0, 2))
-    return record
+    return dict(verdict=verdict, examples=result.examples, changed=result.changed,
+                changed_dead_code_only=result.changed_dead_code_only, violations=violations,
+                known=[v.headline for v in result.known])
 
 
 def graph_key(code: str) -> str:

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from conformance import UsageError
-from conformance.campaign import findings, graph_key, load_campaign, report, run_campaign, to_html, to_markdown
+from conformance.campaign import findings, graph_key, load_campaign, outcome, report, run_campaign, to_html, to_markdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -148,3 +148,21 @@ def test_one_graph_under_other_node_names_is_one_finding():
 
     found = findings([rec("p@0", a), rec("p@1", b, "aliasing"), rec("q@0", c)])
     assert [(f["runs"], f["properties"]) for f in found] == [(["p@0", "p@1"], ["values", "aliasing"]), (["q@0"], ["values"])]
+
+
+def test_a_runs_accepted_findings_are_their_first_lines_in_the_record():
+    """A run whose only violations are findings its row accepts is ``known``, each finding by its first
+    line (the record held each Violation's repr, its graphs included: 2.6 KB an entry); its
+    violations keep their graph and the graph's key."""
+    from conformance._result import VerifyResult, Violation
+
+    graph = "def forward(self, x):\n    return (x,)"
+    known = Violation("validity", "running the transformed graph raised RuntimeError: boom\nmore", graph_before=graph)
+    result = VerifyResult(target="p", examples=9, changed=4, known=[known])
+    assert outcome(result) == {"verdict": "known", "examples": 9, "changed": 4, "changed_dead_code_only": 0,
+                               "violations": [], "known": ["running the transformed graph raised RuntimeError: boom"]}
+    result.violations = [Violation("values", "output[0] differs\ndetail", graph_before=graph)]
+    assert outcome(result)["verdict"] == "violations" and outcome(result)["violations"] == [
+        {"property": "values", "message": "output[0] differs", "graph": graph, "graph_key": graph_key(graph)}]
+    assert outcome(VerifyResult(target="p", examples=9, changed=0))["verdict"] == "vacuous"
+
