@@ -22,10 +22,13 @@ def render_html(markdown: str, title: str = "fx-conformance nightly") -> str:
                                  for r in body) + "</table>")
             table.clear()
 
+    def close_code():
+        out.append(f"<pre>{html.escape(chr(10).join(code))}</pre>")
+
     for line in markdown.splitlines():
         if code is not None:
             if line.startswith("```"):
-                out.append(f"<pre>{html.escape(chr(10).join(code))}</pre>")
+                close_code()
                 code = None
             else:
                 code.append(line)
@@ -53,10 +56,10 @@ def render_html(markdown: str, title: str = "fx-conformance nightly") -> str:
         elif line.strip():
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
+    if code is not None:  # a block the Markdown left open
+        close_code()
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
              "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}blockquote{background:#fff3cd;padding:8px}"
              "pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}")
-    if code is not None:
-        out.append(f"<pre>{html.escape(chr(10).join(code))}</pre>")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>" \
            f"<style>{style}</style></head><body>\n" + "\n".join(out) + "\n</body></html>\n"

@@ -54,6 +54,7 @@ import tomllib
 from concurrent.futures.process import BrokenProcessPool
 
 from ._errors import UsageError
+from ._page import render_html
 
 SUITES = {"torch-passes": "conformance.suite.test_torch_passes"}  # short names of suites (module docstring)
 RETRIES = 2  # a Ray task whose worker or node died runs again, at most this many times
@@ -406,7 +407,7 @@ def _where(doc: dict) -> str:
     return f"Ray cluster {doc['cluster']}" if doc.get("cluster") else f"{doc['workers']} workers"
 
 
-def section(doc: dict, level: str = "##") -> list:
+def section(doc: dict) -> list:
     """The report's body as Markdown lines: the verdict counts, a row per run (verdict, graphs, changed,
     first violation or error), the findings one per minimal graph with the graph. The campaign's own
     report is its title and this; the nightly report (``fx-conformance report --campaign``) holds it
@@ -419,7 +420,7 @@ def section(doc: dict, level: str = "##") -> list:
         lines.append(f"| {rec['id']} | {rec['verdict']} | {rec.get('examples', '')} | {rec.get('changed', '')} | "
                      f"{first.replace('|', chr(92) + '|')} |")
     if doc["findings"]:
-        lines += ["", f"{level}# Findings (one per minimal graph)", ""]
+        lines += ["", "### Findings (one per minimal graph)", ""]
         for f in doc["findings"]:
             lines += [f"- {', '.join(f['properties'])}: {f['messages'][0]} (runs: {', '.join(f['runs'])})", "",
                       "```python", f["graph"], "```", ""]
@@ -432,8 +433,6 @@ def to_markdown(doc: dict) -> str:
 
 def to_html(doc: dict) -> str:
     """The Markdown report as the nightly report's page (``_page.render_html``)."""
-    from ._page import render_html
-
     return render_html(to_markdown(doc), title=f"Campaign {doc['campaign']}")
 
 

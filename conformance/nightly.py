@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ._errors import UsageError
 from ._page import render_html
+from .campaign import section as campaign_section
 from .report import static_info
 
 SCHEMA_VERSION = 1
@@ -457,9 +458,7 @@ def render_markdown(report: dict, plots: list, regressions: list, notes: list) -
     lines += static_section(report.get("static"))
     camp = report.get("campaign")
     if camp:
-        from .campaign import section
-
-        lines += ["", f"## Campaign {camp['campaign']}", "", *section(camp, level="##")]
+        lines += ["", f"## Campaign {camp['campaign']}", "", *campaign_section(camp)]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
