@@ -20,7 +20,7 @@ from . import _index as ix
 from ._helpers import helper_name, helper_sources
 from ._correct_rounding import correctly_rounded
 from ._table import ALWAYS_BOOL, BOOL_TO_LONG, INT_TO_FLOAT, SELF, TRITON
-from ._types import NARROW_FLOATS, TL, Value, arithmetic, check_dtype, constant, convert, register
+from ._types import NARROW_FLOATS, TL, Value, arithmetic, check_dtype, constant, convert, narrowed, register
 
 
 @dataclass(frozen=True)
@@ -425,4 +425,4 @@ def _exact_in(value, dtype: torch.dtype) -> bool:
         as_float = float(value)
     except OverflowError:  # an int past every float
         return False
-    return as_float != as_float or float(torch.tensor(as_float, dtype=dtype)) == as_float
+    return as_float != as_float or narrowed(as_float, dtype) == as_float

@@ -81,6 +81,11 @@ def convert(value: Value, dtype: torch.dtype, *, arith: bool = False) -> Value:
     return Value(expr, want, dtype)
 
 
+def narrowed(value: float, dtype: torch.dtype) -> float:
+    """``value`` rounded to the f16/bf16 ``dtype`` as torch converts (nearest even), as a float."""
+    return float(torch.tensor(value, dtype=dtype))
+
+
 def constant(value, dtype: torch.dtype, *, rounded: bool = False) -> str:
     """A Python scalar as a Triton constant of ``arithmetic(dtype)``: torch converts a scalar operand
     to the op's dtype first (``int(2.7)`` for integers); for f16/bf16 arithmetic eager reads the scalar
@@ -90,7 +95,7 @@ def constant(value, dtype: torch.dtype, *, rounded: bool = False) -> str:
     if compute.is_floating_point:
         v = float(value)
         if rounded and dtype in NARROW_FLOATS:  # ops that compare or compute in the tensor's own dtype
-            v = float(torch.tensor(v, dtype=dtype))
+            v = narrowed(v, dtype)
         if math.isnan(v):
             text = 'float("nan")'
         elif math.isinf(v):
