@@ -75,12 +75,10 @@ def plugin_search_key(options: dict, device: str) -> bytes:
     option but those that only say where results go (``options``: pytest's option namespace as a
     dict), so an option added later keys the search too and a draw it changes is never replayed
     under another's key."""
-    import hashlib
-    import json
+    from .search.database import key_of
 
     keyed = {name: value for name, value in options.items() if name.startswith("fx_") and name not in _UNKEYED}
-    text = json.dumps({"target": options.get("fx_pass"), "device": device, **keyed}, sort_keys=True, default=repr)
-    return b"fx-conformance.pass." + hashlib.sha256(text.encode()).hexdigest()[:32].encode()
+    return key_of("pass", options.get("fx_pass"), device, keyed)
 
 
 class _Database:

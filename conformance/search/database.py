@@ -76,9 +76,14 @@ def _one(spec: str):
 def search_key(target: str, opts: dict, device: str) -> bytes:
     """The key of a search of ``target`` with ``opts`` (``resolve_options``'s) on ``device`` (a device
     type, "cpu" or "cuda")."""
-    keyed = {k: opts.get(k) for k in _KEYED}
+    return key_of("search", target, device, {k: opts.get(k) for k in _KEYED})
+
+
+def key_of(kind: str, target: str, device: str, keyed: dict) -> bytes:
+    """A database key: ``kind`` (a key space), then a digest of the target, the device type and the
+    options that key it (``keyed``: JSON-able, or keyed by their repr)."""
     text = json.dumps({"target": target, "device": device, **keyed}, sort_keys=True, default=repr)
-    return b"fx-conformance.search." + hashlib.sha256(text.encode()).hexdigest()[:32].encode()
+    return f"fx-conformance.{kind}.".encode() + hashlib.sha256(text.encode()).hexdigest()[:32].encode()
 
 
 def saved(db, key: bytes) -> int:
