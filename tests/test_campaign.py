@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -165,4 +166,54 @@ def test_a_runs_accepted_findings_are_their_first_lines_in_the_record():
     assert outcome(result)["verdict"] == "violations" and outcome(result)["violations"] == [
         {"property": "values", "message": "output[0] differs", "graph": graph, "graph_key": graph_key(graph)}]
     assert outcome(VerifyResult(target="p", examples=9, changed=0))["verdict"] == "vacuous"
+
+
+class _FakeRay:
+    """Ray as run_on_ray uses it, already initialised, with a GPU: it records each task's options and
+    answers each run with a record of its own."""
+
+    class exceptions:  # noqa: N801 - ray.exceptions
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            pass
+
+    def __init__(self):
+        self.options = []
+
+    def is_initialized(self):
+        return True
+
+    def cluster_resources(self):
+        return {"CPU": 2.0, "GPU": 1.0}
+
+    def remote(self, fn):
+        fake = self
+
+        class Task:
+            def options(self, **kw):
+                fake.options.append(kw)
+                return SimpleNamespace(remote=lambda run, db, readonly: run)
+
+        return Task()
+
+    def wait(self, pending, num_returns=1):
+        return pending[:num_returns], pending[num_returns:]
+
+    def get(self, run):
+        return {"id": run.id, "verdict": "ok"}
+
+
+def test_each_ray_task_asks_for_one_cpu_a_gpu_where_its_run_is_on_cuda_and_the_retries(monkeypatch):
+    from conformance import campaign as C
+
+    fake = _FakeRay()
+    monkeypatch.setattr(C, "ray_module", lambda: fake)
+    runs = [C.Run("gpu@0", 0, 5, target="m:p", device="cuda"), C.Run("cpu@0", 0, 5, target="m:p", device="cpu"),
+            C.Run("auto@0", 0, 5, target="m:p")]
+    records = run_campaign(runs, cluster="auto", retries=3)
+    assert [r["id"] for r in records] == ["gpu@0", "cpu@0", "auto@0"]
+    assert fake.options == [dict(num_cpus=1, num_gpus=g, max_retries=3, retry_exceptions=False, name=n)
+                            for g, n in ((1, "gpu@0"), (0, "cpu@0"), (0, "auto@0"))]
 

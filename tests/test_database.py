@@ -133,6 +133,7 @@ def _plugin_run(tmp_path, seed, *more):
     (tmp_path / "replay_profile.py").write_text(_PROFILE)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "replay_profile",
                            "--fx-pass=tests.passes.simple:add_to_sub", "--fx-focus", "aten.add.Tensor", "-k", "values",
+                           "--fx-device=cpu",  # the graph counts below are the CPU's draws, on a CUDA machine too
                            f"--hypothesis-seed={seed}", "--hypothesis-profile=replay", *more], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])})
