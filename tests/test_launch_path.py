@@ -50,7 +50,9 @@ def test_allocations_of_constant_sizes_are_bound_to_empty_strided():
     gm = build(1, lambda g, c, x: [c(aten.exp.default, c(aten.t.default, x))])
     x = torch.randn(3, 4)
     lowered = lower_pointwise(gm, (x,))
-    alloc = Alloc((4, 3), (1, 4), torch.float32, torch.device("cpu"))
+    [alloc] = type(lowered).forward.allocs  # the output's empty_strided, bound
+    assert (alloc.size, alloc.stride, alloc.dtype, torch.device(alloc.device)) == \
+        ((4, 3), (1, 4), torch.float32, torch.device("cpu"))
     out = alloc()
     assert out.shape == (4, 3) and out.stride() == (1, 4) and out.dtype == torch.float32
     got, want = lowered(x)[0], copy.deepcopy(lowered)(x)[0]

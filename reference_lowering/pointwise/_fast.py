@@ -118,6 +118,7 @@ def bind_launches(gm: fx.GraphModule) -> fx.GraphModule:
         return own(self, *args)
 
     forward.launches = tuple(n.target for n in graph.nodes if isinstance(n.target, Launch))
+    forward.allocs = tuple(n.target for n in graph.nodes if isinstance(n.target, Alloc))
     type(gm).forward = forward
     return gm
 
