@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sys
 
@@ -601,3 +602,31 @@ def test_every_row_the_cpu_runs_gets_its_probe_graphs():
         assert all(triggers._holds(row.overload, c) for c in cases), row.name
     assert {"aten.split.Tensor", "aten.unbind.int", "quantized_decomposed.dequantize_per_tensor.default"} \
         <= {row.name for row, _ in triggers.probe_cases(False)}
+
+
+def test_an_edge_is_confirmed_on_graphs_drawn_at_its_size(monkeypatch):
+    """Each candidate edge's graphs are drawn with room for its two calls (and a multi-result
+    producer's getitems) and no more: with room for a third call 60% of them held three, none of
+    which can confirm the edge, and a third of the 16 drawn were tried."""
+    drawn, held = [], []
+    draw = triggers._draw_cases
+
+    def counting(strategy, n, seed_value, until=None):
+        def seen(case):
+            drawn.append(case)
+            return until(case)
+        return draw(strategy, n, seed_value, seen)
+
+    monkeypatch.setattr(triggers, "_draw_cases", counting)
+    assert not triggers._edge_acts(("aten.add.Tensor", "aten.mul.Tensor"), False, lambda c: held.append(c) and False)
+    assert held and all(triggers._calls(c.gm) <= 2 for c in drawn), [triggers._calls(c.gm) for c in drawn]
+    held.clear()  # a producer of two results: room for its getitems, so the consumer can read either
+    assert not triggers._edge_acts(("aten.var_mean.correction", "aten.sub.Tensor"), False,
+                                   lambda c: held.append(c) and False)
+    assert held and any(n.target is operator.getitem and n.args[1] == 1 for c in held for n in c.gm.graph.nodes)
+
+
+def test_discovery_with_and_without_mutations_shares_the_probe_graphs_of_the_rows_both_probe():
+    plain, mutating = (dict(triggers.probe_cases(m)) for m in (False, True))
+    assert {r.category for r in mutating.keys() - plain.keys()} == {"inplace"}
+    assert all(mutating[row] is cases for row, cases in plain.items())  # drawn once, for both
