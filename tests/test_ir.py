@@ -315,3 +315,38 @@ def test_a_pass_whose_ops_the_ir_decomposed_away_is_told_so(warm_tracer):
     assert "export-module tracing decomposes them away" in fire_line(result)
     held = verify(reshape_to_view, focus="aten.reshape.default", max_examples=5, seed=0, device="cpu", repro_dir=None)
     assert held.focus["graphs_holding"] > 0 and "none of the" not in fire_line(held)
+
+
+def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_registered():
+    """``graphs(ir="export")`` decomposes with torch's default table split once per state of the op
+    registry (``core_aten``): what it makes is ``run_decompositions()``'s, on drawn graphs and after a
+    user's CompositeImplicitAutograd op is registered (a new key: the table split before it, which
+    does not hold the op, is not used)."""
+    from conformance.search.triggers import _draw_cases
+    from strategies._ir.convert import _registry_key, core_aten
+
+    def same(ep) -> bool:
+        ours, torchs = core_aten(ep), ep.run_decompositions()
+        return ours.graph_module.code == torchs.graph_module.code and \
+            str(ours.graph_signature) == str(torchs.graph_signature)
+
+    cases = _draw_cases(graphs(mutations=True, device="cpu"), 6, 3)
+    assert len(cases) == 6
+    for case in cases:
+        try:
+            ep = torch.export.export(case.gm, tuple(case.example_inputs))
+        except Exception:  # noqa: BLE001 - a graph export refuses: not this test's concern
+            continue
+        assert same(ep), case.gm.code
+    before = _registry_key()
+    lib = torch.library.Library("fxc_test_cia", "FRAGMENT")
+    lib.define("scaled(Tensor x) -> Tensor")
+    lib.impl("scaled", lambda x: x.mul(2).add(1), "CompositeImplicitAutograd")
+
+    class UsesIt(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fxc_test_cia.scaled(x).sin()
+
+    assert _registry_key() != before
+    ep = torch.export.export(UsesIt(), (torch.randn(3),))
+    assert same(ep) and "fxc_test_cia" not in core_aten(ep).graph_module.code
