@@ -317,6 +317,7 @@ def test_a_pass_whose_ops_the_ir_decomposed_away_is_told_so(warm_tracer):
     assert held.focus["graphs_holding"] > 0 and "none of the" not in fire_line(held)
 
 
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.* is deprecated:FutureWarning")  # torch's export, see no_treespec_warning
 def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_registered():
     """``graphs(ir="export")`` decomposes with torch's default table split once per state of the op
     registry (``core_aten``): what it makes is ``run_decompositions()``'s, on drawn graphs and after a
