@@ -3,7 +3,7 @@
 Run by tests/test_gpu_targets.py in a process of its own (``TRITON_INTERPRET`` must never be set
 there, and Triton gets its own cache directory): ``python -m tests._gpu_compile OUT.json
 [--targets sm_90,sm_80,gfx942] [--planted] [--spread N]``; each case is lowered once and compiled per
-target (``--spread N``: one op table case in N, each for one target in turn).
+target (``--spread N``: each golden case, and one op table case in N, for one target in turn).
 The kernels are those of the golden graphs (tests/pointwise_cases.py) and, per op table row
 and dtype, its first case of the table test's special-value grid, lowered on the ``meta`` device
 (the GPU code path: nothing is launched). ``--planted`` adds kernels a GPU engineer would send back
@@ -58,14 +58,14 @@ def planted_cases():
 
 def compile_all(targets, planted: bool, spread: int = 0) -> dict:
     """target -> {"kernels": rows, "seconds": compile and read-back time}: each case lowered once.
-    ``spread`` N: the golden and planted cases for every target, one op table case in N (the first,
-    then every Nth: rows and dtypes alike), each for one target in turn, so every target sees every
-    kind of kernel, and each golden kernel's SASS listed (``cuobjdump -sass``, 0.33 s a kernel) for one
-    NVIDIA target in turn; 0: every case for every target, every golden kernel listed for each."""
+    ``spread`` N: the planted cases for every target, each golden case and one op table case in N
+    (the first, then every Nth: rows and dtypes alike) for one target in turn, so every target sees
+    every kind of kernel and every golden kernel is compiled, its SASS listed (``cuobjdump -sass``,
+    0.33 s a kernel) where that target is NVIDIA's; 0: every case for every target, every golden
+    kernel listed for each NVIDIA target."""
     table = list(table_cases())[::spread or 1]
     nvidia = [t for t in targets if TARGETS[t][0] == "cuda"]
-    listed = [0]  # golden kernels so far: the next is listed for nvidia[listed % len(nvidia)]
-    cases = [*((c, targets) for c in golden_cases()),
+    cases = [*((c, [targets[k % len(targets)]] if spread else targets) for k, c in enumerate(golden_cases())),
              *((c, [targets[k % len(targets)]] if spread else targets) for k, c in enumerate(table)),
              *((c, targets) for c in (planted_cases() if planted else ()))]
     out = {t: {"kernels": [], "seconds": 0.0} for t in targets}
@@ -83,13 +83,10 @@ def compile_all(targets, planted: bool, spread: int = 0) -> dict:
                       "element_bits": [d.itemsize * 8 for d in (*kernel.code.in_dtypes,
                                                           *(d for _, _, d in kernel.code.outputs))]}
             golden = case.startswith("golden/")
-            lister = nvidia[listed[0] % len(nvidia)] if golden and spread and nvidia else None
-            listed[0] += golden
             for target in case_targets:
                 start = time.perf_counter()
                 try:
-                    figures = compile_for_target(kernel, target, values, disassemble=golden and target in nvidia
-                                                 and lister in (None, target))
+                    figures = compile_for_target(kernel, target, values, disassemble=golden and target in nvidia)
                     row = {**common, **figures.as_dict(),
                            "expected_elements": list(expected_elements(kernel.code, TARGETS[target][2], values))}
                 except LoweringError as exc:

@@ -20,6 +20,7 @@ from importlib.metadata import version
 import pytest
 
 from reference_lowering.pointwise._targets import TARGETS
+from tests.pointwise_cases import GOLDEN
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REGISTER_BUDGET = 128  # 32-bit registers (AMD: VGPRs) per thread: 4 warps keep >= 25% occupancy on sm_90
@@ -83,11 +84,12 @@ def narrow_accesses(row: dict, target: str) -> list:
 @pytest.mark.parametrize("spread", [16, pytest.param(0, marks=pytest.mark.sweep)], ids=["spread", "every"])
 def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, spread):
     """One process lowers each case once and compiles it for sm_90, sm_80 and gfx942: in make test
-    every golden and planted kernel for each target, and one op table case in 16 (rows and dtypes
-    alike), each for one target in turn (one in four took 21 s of CPU in the compiling process on the
-    2-core AMD EPYC, where every table case for one target took 39 s; one in eight, 29 s of the
-    test), the golden kernels' SASS listed for sm_90 and sm_80 in turn (for both: 4.6 s more); in
-    make sweep every case for every target, every golden kernel listed for both."""
+    the planted kernels for each target, each golden kernel and one op table case in 16 (rows and
+    dtypes alike) for one target in turn, a golden kernel's SASS listed where its target is NVIDIA's
+    (one in four table cases took 21 s of CPU in the compiling process on the 2-core AMD EPYC, where
+    every table case for one target took 39 s; one in eight, 29 s of the test; every golden kernel for
+    every target, 20.8 s of the compiling process's wall time, 16.5 s of it compiling and reading
+    back); in make sweep every case for every target, every golden kernel listed for both."""
     results = compile_all(tmp_path, spread=spread)
     assert set(results) == set(TARGETS)
     bad, cases = [], set()
@@ -95,17 +97,18 @@ def test_every_kernel_compiles_for_every_target_and_passes_its_checks(tmp_path, 
         rows = [r for r in result["kernels"] if not r["case"].startswith("planted/")]
         cases |= {r["case"] for r in rows}
         assert len({r["case"] for r in rows if r["case"].startswith("table/")}) > (400 if not spread else 8)
-        assert len({r["case"] for r in rows if r["case"].startswith("golden/")}) >= 13
+        assert len({r["case"] for r in rows if r["case"].startswith("golden/")}) >= (13 if not spread else 4)
         bad += [f"{target} {r['case']} ({r.get('kernel')}): {'; '.join(p)}" for r in rows
                 for p in [problems(r, target)] if p]
         assert result["seconds"] < TOTAL_SECONDS, f"{len(rows)} kernels took {result['seconds']:.0f} s for {target}"
         listed = [(r["instructions"], r["listed"]) for r in rows if r.get("listed") is not None]
         if TARGETS[target][0] == "cuda":  # the count read off the cubin is what the disassembler lists
-            assert len(listed) >= (13 if not spread else 6) and all(a == b for a, b in listed), listed
+            assert len(listed) >= (13 if not spread else 4) and all(a == b for a, b in listed), listed
         planted = {r["case"]: problems(r, target) for r in result["kernels"] if r["case"].startswith("planted/")}
         assert planted["planted/wide_block"], f"{target}: a 65536-wide block was not flagged"
         assert any("per instruction" in p or "bits where" in p for p in planted["planted/strided"]), (target, planted)
     assert len(cases) > (400 if not spread else 35), "the golden graphs and the table's cases (all, or one in 16)"
+    assert {c for c in cases if c.startswith("golden/")} == {f"golden/{name}" for name in GOLDEN}  # each, somewhere
     assert not bad, f"{len(bad)} kernels (triton {version('triton')}):\n" + "\n".join(bad)
 
 
