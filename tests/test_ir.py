@@ -331,8 +331,8 @@ def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_reg
         return ours.graph_module.code == torchs.graph_module.code and \
             str(ours.graph_signature) == str(torchs.graph_signature)
 
-    cases = _draw_cases(graphs(mutations=True, device="cpu"), 6, 3)
-    assert len(cases) == 6
+    cases = _draw_cases(graphs(mutations=True, device="cpu"), 4, 3)
+    assert len(cases) == 4
     for case in cases:
         try:
             ep = torch.export.export(case.gm, tuple(case.example_inputs))
