@@ -22,9 +22,10 @@ PYTEST_FLAGS = -q -p no:cacheprovider --hypothesis-profile=$(PROFILE)
 # make test: each test file runs whole in one worker (--dist loadfile), so a module's set-up (its
 # fixtures, what it draws once and caches, the kernels it compiles) is paid once, not in every worker
 # its tests went to (worksteal spread them: 13 min of CPU for make test, 10.7 with loadfile, on the
-# 2-core AMD EPYC). The files go out in collection order, the longest first (conftest.py). The
+# 2-core AMD EPYC). The files go out in collection order, the longest first (conftest.py; without
+# --no-loadscope-reorder xdist sends them by number of tests instead). The
 # sweeps, whose long tests crowd into a few files (every torch-pass row at every seed), steal work.
-DIST_TEST := --dist loadfile
+DIST_TEST := --dist loadfile --no-loadscope-reorder
 DIST_SWEEP := --dist worksteal
 # Tests whose expected values come from eager CPU kernels (docs/design.md, "Where it runs").
 # (benchmarks/test_kernels.py's smoke run checks the golden graphs' kernels, which

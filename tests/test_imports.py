@@ -177,10 +177,13 @@ def test_a_planted_circle_between_rooms_is_found(tmp_path):
     assert circles(rooms(graph, modules(tmp_path, ["pkg"]), tmp_path)) == [["pkg.high", "pkg.low"]]
 
 
-def test_the_test_files_run_longest_first_exist():
+def test_the_test_files_run_longest_first_exist_and_go_out_in_that_order():
     """conftest.py orders make test's files by hand (measured CPU): a renamed or removed file there
     would silently drop out of the order, so each one it names is a test file of this tree."""
     import conftest
 
     missing = [path for path in conftest.LONGEST_FIRST if not (ROOT / path).is_file()]
     assert not missing and len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST), missing
+    # and xdist hands the files out in that order: by default it reorders them by their number of tests
+    dist = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("DIST_TEST"))
+    assert "--dist loadfile" in dist and "--no-loadscope-reorder" in dist, dist
