@@ -55,6 +55,29 @@ def test_sigint_inside_the_example_callback_interrupts_cleanly():
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back
 
 
+def _search_interrupted_twice(i, budget, make_events):
+    """A terminal's Ctrl-C reaches the driver, and the parent forwards it too: the second SIGINT
+    lands after the search has caught the first, while the driver writes up what it found."""
+    found = SimpleNamespace(examples=1, interrupted=False)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        found.interrupted = True
+    os.kill(os.getpid(), signal.SIGINT)  # the second, during the write-up (repro scripts, the report)
+    time.sleep(0.05)
+    return found
+
+
+def test_a_second_sigint_during_a_drivers_write_up_is_not_an_error():
+    """make test's interrupted-run test failed now and then with a traceback instead of exit 130: the
+    second SIGINT raised KeyboardInterrupt in the driver's write-up, which travelled to the parent as
+    the driver's error."""
+    founds, crashed, interrupted = run_drivers(1, [1], _search_interrupted_twice, lambda ok: None, lambda v: None)
+    assert interrupted and crashed is None
+    assert len(founds) == 1 and founds[0].interrupted
+
+
 def test_uninterrupted_drivers_finish_their_budgets():
     founds, crashed, interrupted = run_drivers(2, [5, 7], _search, lambda ok: None, lambda v: None)
     assert not interrupted and crashed is None

@@ -198,13 +198,22 @@ def _describe(status) -> str:
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
+def _interrupt_once(signum, frame):
+    """A driver's SIGINT handler: the first ends the search (KeyboardInterrupt, which it catches);
+    later ones are ignored. A terminal's Ctrl-C reaches the driver and the parent, and the parent
+    forwards it: the second SIGINT then landed while the driver wrote up what it had found, and its
+    KeyboardInterrupt went to the parent as the driver's error (a traceback, not exit 130)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def _child(i: int, budget: int, search, fd: int, announce, avoid) -> None:
     from strategies._build.eager import watch_eager_calls
 
     in_forked_child()  # one thread (OpenMP does not survive fork), no C-level traceback dump
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _interrupt_once)
         with watch_eager_calls(announce, avoid):
             found = search(i, budget, lambda f: _ChildEvents(fd, f))
         _send(fd, ("done", found, bool(getattr(found, "interrupted", False))))
