@@ -351,3 +351,23 @@ def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_reg
     assert _registry_key() != before
     ep = torch.export.export(UsesIt(), (torch.randn(3),))
     assert same(ep) and "fxc_test_cia" not in core_aten(ep).graph_module.code
+
+
+def test_export_decomposes_through_run_decompositions_where_torchs_internals_differ(monkeypatch):
+    """torch 2.13's internals are called as run_decompositions() calls them; a torch whose
+    ``_decompose_exported_program`` takes other arguments gets the public call."""
+    from strategies._ir import convert
+
+    if torch.__version__.startswith("2.13."):
+        assert convert._decomposition_internals() is not None
+    convert._decomposition_internals.cache_clear()
+    monkeypatch.setattr(convert, "_DECOMPOSE_PARAMETERS", ("ep", "decomp_table", "_preserve_ops", "joint_loss_index"))
+    try:
+        assert convert._decomposition_internals() is None
+        calls = []
+        monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions",
+                            lambda self, *a, **k: calls.append(self) or "public")
+        ep = object.__new__(torch.export.ExportedProgram)
+        assert convert.core_aten(ep) == "public" and calls == [ep]
+    finally:
+        convert._decomposition_internals.cache_clear()

@@ -44,6 +44,8 @@ invariants; the meta-tests check every drawn graph against them.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import operator
 import types
 import warnings
@@ -134,12 +136,12 @@ def core_aten(ep):
     the C++ dispatcher's CompositeImplicitAutograd registrations, the op namespaces, and the size of
     the decomposition tables (a user's op registered between draws makes a new key). Then torch's own
     ``_decompose_exported_program`` runs, as ``run_decompositions()`` calls it. A torch without those
-    internals gets ``run_decompositions()`` itself."""
-    try:
-        from torch.export.exported_program import (_decompose_exported_program,
-                                                   _split_decomp_table_to_cia_and_python_decomp)
-    except ImportError:  # another torch: the public call, whatever it costs
+    internals, or with them called otherwise (they changed between torch releases), gets
+    ``run_decompositions()`` itself."""
+    internals = _decomposition_internals()
+    if internals is None:  # another torch: the public call, whatever it costs
         return ep.run_decompositions()
+    _decompose_exported_program, _split_decomp_table_to_cia_and_python_decomp = internals
     key = _registry_key()
     split = _SPLIT.get(key)
     if split is None:
@@ -152,6 +154,24 @@ def core_aten(ep):
 
 
 _SPLIT: dict = {}
+# run_decompositions()'s own call, as torch 2.13 makes it (earlier releases took other arguments: no
+# decompose_custom_triton_ops, or a decomp_table and _preserve_ops)
+_DECOMPOSE_PARAMETERS = ("ep", "cia_to_decomp", "python_decomp_table", "joint_loss_index", "decompose_custom_triton_ops")
+
+
+@functools.lru_cache(maxsize=1)
+def _decomposition_internals():
+    """torch's ``(_decompose_exported_program, _split_decomp_table_to_cia_and_python_decomp)`` where
+    they take what ``core_aten`` passes, else None."""
+    try:
+        from torch.export.exported_program import (_decompose_exported_program,
+                                                   _split_decomp_table_to_cia_and_python_decomp)
+        parameters = tuple(inspect.signature(_decompose_exported_program).parameters)
+    except (ImportError, TypeError, ValueError):
+        return None
+    if parameters != _DECOMPOSE_PARAMETERS:
+        return None
+    return _decompose_exported_program, _split_decomp_table_to_cia_and_python_decomp
 
 
 def _registry_key() -> tuple:
