@@ -381,13 +381,13 @@ def _edge_acts(edge: tuple, mutations: bool, acts) -> bool:
     rows = [r for name in edge for r in rows_named(name) if mutations or r.category != "inplace"]
     if not rows:
         return False
+    producers, consumers = (set(rows_named(name)) for name in edge)
     try:
         strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=(edge,)), min_nodes=2,
-                          max_nodes=1 + max((_nodes_of(r) for r in rows_named(edge[0])), default=1),
+                          max_nodes=1 + max((_nodes_of(r) for r in producers), default=1),
                           mutations=mutations, special_values=False, random=True)
     except strategies.InvalidArgument:  # an edge between rows this draw leaves out
         return False
-    producers, consumers = (set(rows_named(name)) for name in edge)
     held, acted = [], []
 
     def tried(case) -> bool:  # True ends the draw

@@ -141,19 +141,17 @@ def core_aten(ep):
     internals = _decomposition_internals()
     if internals is None:  # another torch: the public call, whatever it costs
         return ep.run_decompositions()
-    _decompose_exported_program, _split_decomp_table_to_cia_and_python_decomp = internals
-    key = _registry_key()
-    split = _SPLIT.get(key)
-    if split is None:
-        split = _split_decomp_table_to_cia_and_python_decomp(torch.export.default_decompositions().materialize())
-        _SPLIT.clear()
-        _SPLIT[key] = split
-    cia_to_decomp, python_decomp_table = split
-    return _decompose_exported_program(ep, cia_to_decomp=dict(cia_to_decomp), python_decomp_table=dict(python_decomp_table),
-                                       joint_loss_index=None, decompose_custom_triton_ops=False)
+    cia_to_decomp, python_decomp_table = _split_table(_registry_key())
+    return internals[0](ep, cia_to_decomp=dict(cia_to_decomp), python_decomp_table=dict(python_decomp_table),
+                        joint_loss_index=None, decompose_custom_triton_ops=False)
 
 
-_SPLIT: dict = {}
+@functools.lru_cache(maxsize=1)
+def _split_table(key: tuple) -> tuple:
+    """``run_decompositions()``'s default table split as it splits it, for the registry state ``key``
+    (``_registry_key()``: the split reads nothing else)."""
+    return _decomposition_internals()[1](torch.export.default_decompositions().materialize())
+
 # run_decompositions()'s own call, as torch 2.13 makes it (earlier releases took other arguments: no
 # decompose_custom_triton_ops, or a decomp_table and _preserve_ops)
 _DECOMPOSE_PARAMETERS = ("ep", "cia_to_decomp", "python_decomp_table", "joint_loss_index", "decompose_custom_triton_ops")
