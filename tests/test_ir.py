@@ -326,19 +326,22 @@ def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_reg
     from conformance.search.triggers import _draw_cases
     from strategies._ir.convert import _registry_key, core_aten
 
-    def same(ep) -> bool:
+    def ours_if_same(ep):
         ours, torchs = core_aten(ep), ep.run_decompositions()
-        return ours.graph_module.code == torchs.graph_module.code and \
+        same = ours.graph_module.code == torchs.graph_module.code and \
             str(ours.graph_signature) == str(torchs.graph_signature)
+        return ours if same else None
 
     cases = _draw_cases(graphs(mutations=True, device="cpu"), 4, 3)
-    assert len(cases) == 4
+    compared = 0
     for case in cases:
         try:
             ep = torch.export.export(case.gm, tuple(case.example_inputs))
         except Exception:  # noqa: BLE001 - a graph export refuses: not this test's concern
             continue
-        assert same(ep), case.gm.code
+        assert ours_if_same(ep) is not None, case.gm.code
+        compared += 1
+    assert compared >= 3, f"export took {compared} of {len(cases)} drawn graphs: too few compared"
     before = _registry_key()
     lib = torch.library.Library("fxc_test_cia", "FRAGMENT")
     lib.define("scaled(Tensor x) -> Tensor")
@@ -350,7 +353,8 @@ def test_export_graphs_are_what_run_decompositions_makes_after_a_users_op_is_reg
 
     assert _registry_key() != before
     ep = torch.export.export(UsesIt(), (torch.randn(3),))
-    assert same(ep) and "fxc_test_cia" not in core_aten(ep).graph_module.code
+    ours = ours_if_same(ep)
+    assert ours is not None and "fxc_test_cia" not in ours.graph_module.code
 
 
 def test_export_decomposes_through_run_decompositions_where_torchs_internals_differ(monkeypatch):
