@@ -18,6 +18,12 @@ unexport PYTHONDONTWRITEBYTECODE
 export FX_CONFORMANCE_CACHE ?= $(CURDIR)/.fx-conformance-cache
 
 WORKERS ?= auto
+# Each test worker runs torch's CPU kernels on one thread (OMP_NUM_THREADS, read when torch loads):
+# the workers already fill the cores, and each one's own thread team (OpenMP threads spinning
+# between the small kernels of drawn graphs) took CPU from the others. Measured on the 2-core AMD
+# EPYC: 200 drawn graphs 2.19 s on two threads, 1.84 s on one; make test's tests 506 s of worker
+# time against 518 s. The searches' forked drivers ran on one thread already (isolate.in_forked_child).
+TEST_THREADS ?= 1
 PYTEST_FLAGS = -q -p no:cacheprovider --hypothesis-profile=$(PROFILE)
 # make test: each test file runs whole in one worker (--dist loadfile), so a module's set-up (its
 # fixtures, what it draws once and caches, the kernels it compiles) is paid once, not in every worker
@@ -92,18 +98,18 @@ DOCTESTED := strategies reference_lowering $(wildcard conformance/*.py) conforma
 test: $(STAMP)
 	@caps="$$($(VPY) -c "$$HELD_CAPABILITIES" $(CAPABILITIES))"; main="$${caps##* }"; \
 	echo "make test under ATEN_CPU_CAPABILITY=$${main:-(this CPU's own)}"; \
-	env $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) $(DIST_TEST) \
+	env OMP_NUM_THREADS=$(TEST_THREADS) $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) $(DIST_TEST) \
 		-n $(WORKERS) -m "not sweep" --benchmark-disable --doctest-modules \
 		-W ignore::hypothesis.errors.NonInteractiveExampleWarning || exit 1; \
 	for cap in $$caps; do \
 		[ "$$cap" = "$$main" ] && continue; \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
-		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) $(DIST_TEST) -n $(WORKERS) --benchmark-disable \
+		OMP_NUM_THREADS=$(TEST_THREADS) ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) $(DIST_TEST) -n $(WORKERS) --benchmark-disable \
 			|| exit 1; \
 	done
 
 sweep: $(STAMP)
-	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
+	OMP_NUM_THREADS=$(TEST_THREADS) $(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)
@@ -124,7 +130,7 @@ NIGHTLY_CAMPAIGN ?=
 CAMPAIGN_ARGS ?=
 nightly: $(STAMP)
 	mkdir -p $(NIGHTLY_DIR)
-	-$(VPY) -m pytest tests $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
+	-OMP_NUM_THREADS=$(TEST_THREADS) $(VPY) -m pytest tests $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 	-$(VENV)/bin/fx-conformance run --profile $(NIGHTLY_PROFILE) -- --fx-summary-json $(NIGHTLY_DIR)/conformance.json
 	$(if $(NIGHTLY_CAMPAIGN),-$(VENV)/bin/fx-conformance campaign $(NIGHTLY_CAMPAIGN) $(CAMPAIGN_ARGS) \
 		--json $(NIGHTLY_DIR)/campaign.json)
