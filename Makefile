@@ -23,7 +23,10 @@ WORKERS ?= auto
 # between the small kernels of drawn graphs) took CPU from the others. Measured on the 2-core AMD
 # EPYC: 200 drawn graphs 2.19 s on two threads, 1.84 s on one; make test's tests 506 s of worker
 # time against 518 s. The searches' forked drivers ran on one thread already (isolate.in_forked_child).
+# Exported for make test and make sweep (and the install before them); the nightly sets it on its
+# sweep alone: timed runs (make bench, the nightly's benchmarks) keep torch's own thread count.
 TEST_THREADS ?= 1
+test sweep: export OMP_NUM_THREADS = $(TEST_THREADS)
 PYTEST_FLAGS = -q -p no:cacheprovider --hypothesis-profile=$(PROFILE)
 # make test: each test file runs whole in one worker (--dist loadfile), so a module's set-up (its
 # fixtures, what it draws once and caches, the kernels it compiles) is paid once, not in every worker
@@ -98,18 +101,18 @@ DOCTESTED := strategies reference_lowering $(wildcard conformance/*.py) conforma
 test: $(STAMP)
 	@caps="$$($(VPY) -c "$$HELD_CAPABILITIES" $(CAPABILITIES))"; main="$${caps##* }"; \
 	echo "make test under ATEN_CPU_CAPABILITY=$${main:-(this CPU's own)}"; \
-	env OMP_NUM_THREADS=$(TEST_THREADS) $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) $(DIST_TEST) \
+	env $${main:+ATEN_CPU_CAPABILITY=$$main} $(VPY) -m pytest tests benchmarks conformance/suite $(DOCTESTED) $(PYTEST_FLAGS) $(DIST_TEST) \
 		-n $(WORKERS) -m "not sweep" --benchmark-disable --doctest-modules \
 		-W ignore::hypothesis.errors.NonInteractiveExampleWarning || exit 1; \
 	for cap in $$caps; do \
 		[ "$$cap" = "$$main" ] && continue; \
 		echo "numerics tests again under ATEN_CPU_CAPABILITY=$$cap"; \
-		OMP_NUM_THREADS=$(TEST_THREADS) ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) $(DIST_TEST) -n $(WORKERS) --benchmark-disable \
+		ATEN_CPU_CAPABILITY=$$cap $(VPY) -m pytest $(NUMERICS) $(PYTEST_FLAGS) $(DIST_TEST) -n $(WORKERS) --benchmark-disable \
 			|| exit 1; \
 	done
 
 sweep: $(STAMP)
-	OMP_NUM_THREADS=$(TEST_THREADS) $(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
+	$(VPY) -m pytest tests conformance/suite $(PYTEST_FLAGS) $(DIST_SWEEP) -n $(WORKERS) -m sweep
 
 # The conformance run over the reference implementations, with a per-module summary.
 conformance: $(STAMP)
