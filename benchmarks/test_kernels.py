@@ -48,15 +48,7 @@ def test_kernel(benchmark, request, graph_name, dtype_name, numel, provider):
     graph = K.GRAPHS[graph_name]
     gm = graph.build()
     inputs = K.make_inputs(graph, numel, K.DTYPES[dtype_name])
-    if benchmark.disabled and provider == "inductor":
-        # one kernel: Inductor's precompiled C++ header (built on a cold cache, for the many kernels a timed
-        # run compiles) took 17.2 s of the compile here, 9.7 s without it (2-core AMD EPYC)
-        import torch._inductor.config as inductor_config
-
-        with inductor_config.patch(cpp_cache_precompile_headers=False):
-            fn, label = K.provider(provider, gm, inputs)
-    else:
-        fn, label = K.provider(provider, gm, inputs)
+    fn, label = K.provider(provider, gm, inputs, precompiled_headers=not benchmark.disabled)  # smoke: one kernel
     got = fn(*inputs)
     message = compare_outputs(gm, inputs, got, f"{provider} output")
     assert message is None, message
