@@ -152,6 +152,7 @@ def _split_table(key: tuple) -> tuple:
     (``_registry_key()``: the split reads nothing else)."""
     return _decomposition_internals()[1](torch.export.default_decompositions().materialize())
 
+
 # run_decompositions()'s own call, as torch 2.13 makes it (earlier releases took other arguments: no
 # decompose_custom_triton_ops, or a decomp_table and _preserve_ops)
 _DECOMPOSE_PARAMETERS = ("ep", "cia_to_decomp", "python_decomp_table", "joint_loss_index", "decompose_custom_triton_ops")
