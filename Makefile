@@ -22,7 +22,8 @@ WORKERS ?= auto
 # the workers already fill the cores, and each one's own thread team (OpenMP threads spinning
 # between the small kernels of drawn graphs) took CPU from the others. Measured on the 2-core AMD
 # EPYC: 200 drawn graphs 2.19 s on two threads, 1.84 s on one; make test's tests 506 s of worker
-# time against 518 s. The searches' forked drivers ran on one thread already (isolate.in_forked_child).
+# time against 518 s (one run each: within the machine's noise). The searches' forked drivers ran
+# on one thread already (isolate.in_forked_child).
 # Exported for make test and make sweep (and the install before them); the nightly sets it on its
 # sweep alone: timed runs (make bench, the nightly's benchmarks) keep torch's own thread count.
 TEST_THREADS ?= 1
