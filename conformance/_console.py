@@ -151,7 +151,8 @@ class ConsoleReporter:
 
 
 def fire_line(result: VerifyResult) -> str:
-    """``the pass changed K of N graphs (P%)``, with a warning when K/N is low."""
+    """``the pass changed K of N graphs (P%)`` (its rewrites and its dead-code-only changes apart where
+    it had both), with a warning when the graphs it acted on are few."""
     line = result.fire_text
     dead = result.changed_dead_code_only
     holding = (result.focus or {}).get("graphs_holding")
@@ -160,13 +161,11 @@ def fire_line(result: VerifyResult) -> str:
         line += (f"; warning: none of the {result.examples} {result.ir_text}graphs held {ops} (what it looks for)"
                  + (f": {result.ir_text.strip()} tracing decomposes them away (try --ir aten, or --seed-graphs with "
                     f"a program that holds them)" if result.ir_text else "") + f"; {vacuous_hint(result.options)}")
-    elif dead and dead == result.changed:
-        line += ("; warning: in every one it only removed dead code, so unless removing dead code is what it is "
-                 f"for, its rewrite never fired; {vacuous_hint(result.options)}")
-    elif dead:
-        line += f", {dead} of them only by removing dead code"
-    if result.examples and 0 < result.changed_share < LOW_FIRE_SHARE:
-        line += f"; warning: under {LOW_FIRE_SHARE:.0%}, so few graphs tested it; {vacuous_hint(result.options)}"
+    acted = result.acted / result.examples if result.examples else 0.0
+    if 0 < acted < LOW_FIRE_SHARE:
+        what = "rewrote" if not result.dce_pass and dead else "changed"
+        line += (f"; warning: it {what} under {LOW_FIRE_SHARE:.0%} of them, so few graphs tested it; "
+                 f"{vacuous_hint(result.options)}")
     return line
 
 

@@ -150,21 +150,55 @@ class VerifyResult:
         return not self.violations and not self.interrupted
 
     @property
+    def rewrites(self) -> int:
+        """The graphs the pass rewrote: changed by more than removing dead code."""
+        return self.changed - self.changed_dead_code_only
+
+    @property
+    def dce_pass(self) -> bool:
+        """Removing dead code is the pass's job (``verify(dce_pass=True)``, ``--dce-pass``): a graph it
+        only cleaned up counts as one it acted on."""
+        return bool((self.options or {}).get("dce_pass"))
+
+    @property
+    def acted(self) -> int:
+        """The graphs that count for the verdict: those rewritten, and those only cleaned up where
+        cleaning up is the pass's job."""
+        return self.changed if self.dce_pass else self.rewrites
+
+    @property
     def vacuous(self) -> bool:
-        """No violation, but the pass changed none of the graphs: nothing was verified."""
-        return self.ok and self.examples > 0 and self.changed == 0
+        """No violation, but the pass acted on none of the graphs: it changed none, or (unless removing
+        dead code is its job) it only ever removed dead code, so its rewrite never fired and nothing
+        was verified."""
+        return self.ok and self.examples > 0 and self.acted == 0
 
     @property
     def changed_share(self) -> float:
         return self.changed / self.examples if self.examples else 0.0
 
     @property
+    def rewrite_share(self) -> float:
+        return self.rewrites / self.examples if self.examples else 0.0
+
+    @property
     def fire_text(self) -> str:
-        return f"the pass changed {self.changed} of {self.examples} graphs ({100 * self.changed_share:.0f}%)"
+        """``the pass changed K of N graphs (P%)``; where some of those changes were dead-code removal
+        alone, the rewrites and the dead-code-only graphs apart: ``...: rewrites in R (Q%), dead code
+        only in D``."""
+        text = f"the pass changed {self.changed} of {self.examples} graphs ({100 * self.changed_share:.0f}%)"
+        if self.changed_dead_code_only:
+            text += (f": rewrites in {self.rewrites} ({100 * self.rewrite_share:.0f}%), dead code only in "
+                     f"{self.changed_dead_code_only}")
+        return text
 
     @property
     def vacuous_text(self) -> str:
-        return f"the pass changed none of the {self.examples} {self.ir_text}graphs, so nothing was verified"
+        if self.changed == 0:
+            return f"the pass changed none of the {self.examples} {self.ir_text}graphs, so nothing was verified"
+        return (f"in each of the {self.changed} {self.ir_text}graphs it changed (of {self.examples}), the pass only "
+                f"removed dead code: its rewrite never fired, so nothing was verified (--dce-pass if removing dead "
+                f"code is the pass's job)")
 
     @property
     def graphs_text(self) -> str:

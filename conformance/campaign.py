@@ -198,10 +198,10 @@ def outcome(result) -> dict:
     graph and the graph's key; each accepted finding by its first line."""
     violations = [{"property": v.property, "message": v.headline, "graph": v.graph_before,
                    "graph_key": graph_key(v.graph_before)} for v in result.violations]
-    verdict = "violations" if violations else "vacuous" if result.changed == 0 else \
+    verdict = "violations" if violations else "vacuous" if result.acted == 0 else \
         "known" if result.known else "ok"
     return dict(verdict=verdict, examples=result.examples, changed=result.changed,
-                changed_dead_code_only=result.changed_dead_code_only, violations=violations,
+                changed_dead_code_only=result.changed_dead_code_only, rewrites=result.rewrites, violations=violations,
                 known=[v.headline for v in result.known])
 
 

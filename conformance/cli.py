@@ -1,5 +1,6 @@
 """``fx-conformance``: the command line. Exit codes: 0 clean, 1 a check failed, 2 usage error (``prove``: 3 unknown;
-``verify``: 3 a fault of the harness, no verdict on the pass; 4 vacuous, the pass changed no graph)."""
+``verify``: 3 a fault of the harness, no verdict on the pass; 4 vacuous, the pass rewrote no graph: it changed none,
+or only removed dead code where that is not its job, ``--dce-pass``)."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def _verify(args) -> int:
                         repro_dir=args.repro_dir, workers=args.workers, signed_zeros=args.signed_zeros,
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
-                        ops=args.ops, hops=args.hops, db=args.db, db_readonly=args.db_readonly,
+                        ops=args.ops, hops=args.hops, db=args.db, db_readonly=args.db_readonly, dce_pass=args.dce_pass,
                         reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
@@ -216,7 +217,7 @@ def _add_verify(sub) -> None:
     v = sub.add_parser("verify", help="verify a graph pass on generated graphs",
                        description="Verify an FX graph pass on generated ATen graphs. Exit 0: no counterexample; "
                                    "1: a property was violated; 2: usage error; 4: vacuous (the pass changed none of "
-                                   "the graphs, so nothing was verified).")
+                                   "the graphs, or only removed dead code in them, so nothing was verified).")
     v.add_argument("target", help="the pass: pkg.module:attr or path/to/file.py:attr")
     v.add_argument("--max-examples", type=_positive_int, default=200, help="graphs to generate (default 200)")
     v.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed at the end)")
@@ -302,7 +303,10 @@ def _add_verify(sub) -> None:
                         "function returning one; traced with make_fx and embedded, with fresh values, in the "
                         "focused graphs")
     v.add_argument("--allow-vacuous", action="store_true",
-                   help="exit 0, not 4, when the pass changed none of the graphs")
+                   help="exit 0, not 4, when the pass changed none of the graphs (or only removed dead code)")
+    v.add_argument("--dce-pass", action="store_true",
+                   help="removing dead code is the pass's job: a graph it only cleaned up counts as one it acted on "
+                        "(by default a run whose every change was dead-code removal is vacuous: exit 4)")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
     v.add_argument("-v", "--verbose", action="store_true",
                    help="list each kind of warning torch raised while the run drew and ran graphs (they are "

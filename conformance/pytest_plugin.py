@@ -53,7 +53,10 @@ def pytest_addoption(parser):
                     help="where --fx-pass's graphs are drawn and run: auto (CUDA where present, as fx-conformance "
                          "verify --device), cpu or cuda")
     group.addoption("--fx-allow-vacuous", action="store_true", default=False,
-                    help="exit 0, not 4, when --fx-pass changed none of the graphs")
+                    help="exit 0, not 4, when --fx-pass changed none of the graphs (or only removed dead code)")
+    group.addoption("--fx-dce-pass", action="store_true", default=False,
+                    help="removing dead code is --fx-pass's job: a graph it only cleaned up counts as one it acted "
+                         "on (as fx-conformance verify --dce-pass; by default such a run is vacuous)")
     group.addoption("--fx-db", default=None, metavar="PATH|redis://host:port/N",
                     help="an example database shared between runs and machines (several comma-separated): each "
                          "Hypothesis test and each suite row's search replays its saved failures first and saves "
@@ -67,7 +70,8 @@ def pytest_addoption(parser):
 DATABASE: dict = {}
 
 
-_UNKEYED = {"fx_pass", "fx_device", "fx_db", "fx_db_readonly", "fx_summary", "fx_summary_json", "fx_allow_vacuous"}
+_UNKEYED = {"fx_pass", "fx_device", "fx_db", "fx_db_readonly", "fx_summary", "fx_summary_json", "fx_allow_vacuous",
+            "fx_dce_pass"}
 
 
 def plugin_search_key(options: dict, device: str) -> bytes:
@@ -160,16 +164,20 @@ def pytest_report_header(config):
     return lines
 
 
-# Whether the pass under --fx-pass changed each graph, per test (filled by the third-party suite in the
-# process that ran the test; the counts travel to the controller in the report's user_properties).
+# Whether the pass under --fx-pass changed each graph, and whether only by removing dead code, per test
+# (filled by the third-party suite in the process that ran the test; the counts travel to the
+# controller in the report's user_properties).
 FIRE: dict = collections.defaultdict(list)
 VACUOUS_EXIT = 4
+_COUNTS = ("fx_examples", "fx_changed", "fx_dead_code_only")
 
 
 def record_fire(verdict) -> None:
-    """Log one checked graph of the running test, and whether the pass changed it."""
+    """Log one checked graph of the running test: whether the pass changed it, and whether that change
+    was dead-code removal alone."""
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-    FIRE[test].append(bool(verdict.changed))
+    changed = bool(verdict.changed)
+    FIRE[test].append((changed, changed and bool(verdict.dead_code_only)))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -177,15 +185,18 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     if call.when == "call" and item.nodeid in FIRE:
         runs = FIRE.pop(item.nodeid)
-        outcome.get_result().user_properties += [("fx_examples", len(runs)), ("fx_changed", sum(runs))]
+        outcome.get_result().user_properties += [("fx_examples", len(runs)), ("fx_changed", sum(c for c, _ in runs)),
+                                                 ("fx_dead_code_only", sum(d for _, d in runs))]
 
 
 class _Fire:
-    """``--fx-pass``: the fire line at the end, and exit status 4 when the pass changed no graph."""
+    """``--fx-pass``: the fire line at the end (rewrites and dead-code-only changes apart), and exit
+    status 4 when the pass rewrote no graph (changed none, with ``--fx-dce-pass``)."""
 
-    def __init__(self, allow_vacuous: bool):
+    def __init__(self, allow_vacuous: bool, dce_pass: bool = False):
         self.counts = collections.Counter()
         self.allow_vacuous = allow_vacuous
+        self.dce_pass = dce_pass
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)  # inside Hypothesis's own wrapper, which it chains to
     def pytest_runtest_call(self, item):
@@ -199,20 +210,26 @@ class _Fire:
 
     def pytest_runtest_logreport(self, report):
         for key, value in getattr(report, "user_properties", ()):
-            if key in ("fx_examples", "fx_changed"):
+            if key in _COUNTS:
                 self.counts[key] += value
 
-    def vacuous(self) -> bool:
-        return self.counts["fx_examples"] > 0 and self.counts["fx_changed"] == 0
-
-    def pytest_terminal_summary(self, terminalreporter):
+    def result(self):
         from ._result import VerifyResult
 
-        n, k = self.counts["fx_examples"], self.counts["fx_changed"]
-        if n:
-            terminalreporter.write_line(VerifyResult(target="", examples=n, changed=k).fire_text)
+        return VerifyResult(target="", examples=self.counts["fx_examples"], changed=self.counts["fx_changed"],
+                            changed_dead_code_only=self.counts["fx_dead_code_only"],
+                            options={"dce_pass": self.dce_pass})
+
+    def vacuous(self) -> bool:
+        result = self.result()
+        return result.examples > 0 and result.acted == 0
+
+    def pytest_terminal_summary(self, terminalreporter):
+        result = self.result()
+        if result.examples:
+            terminalreporter.write_line(result.fire_text)
         if self.vacuous():
-            terminalreporter.write_line("VACUOUS: " + VerifyResult(target="", examples=n, changed=k).vacuous_text
+            terminalreporter.write_line("VACUOUS: " + result.vacuous_text
                                         + ("" if not self.allow_vacuous else " (allowed: --fx-allow-vacuous)"))
 
     @pytest.hookimpl(trylast=True)
@@ -270,7 +287,8 @@ def pytest_configure(config):
     if config.getoption("fx_pass", default=None) and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(THIRD_PARTY_MODULE)]
     if config.getoption("fx_pass", default=None):
-        config.pluginmanager.register(_Fire(config.getoption("fx_allow_vacuous", default=False)), "fx-conformance-fire")
+        config.pluginmanager.register(_Fire(config.getoption("fx_allow_vacuous", default=False),
+                                            config.getoption("fx_dce_pass", default=False)), "fx-conformance-fire")
     DATABASE.clear()
     if config.getoption("fx_db", default=None):
         config.pluginmanager.register(_Database(config), "fx-conformance-database")

@@ -146,7 +146,8 @@ def report_dict(result, *, static: dict | None = None) -> dict:
         "target": result.target, "ok": result.ok, "interrupted": result.interrupted,
         "isolated": result.isolated, "seed": result.seed, "examples": result.examples,
         "shrink_runs": result.shrink_runs, "changed": result.changed,
-        "changed_dead_code_only": result.changed_dead_code_only, "vacuous": result.vacuous,
+        "changed_dead_code_only": result.changed_dead_code_only, "rewrites": result.rewrites,
+        "dce_pass": result.dce_pass, "vacuous": result.vacuous,
         "focus": _json_safe(result.focus),
         "options": _json_safe(result.options),
         "properties": {name: dict(zip(("checked", "violated"), _count(c)))

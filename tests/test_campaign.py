@@ -160,12 +160,16 @@ def test_a_runs_accepted_findings_are_their_first_lines_in_the_record():
     graph = "def forward(self, x):\n    return (x,)"
     known = Violation("validity", "running the transformed graph raised RuntimeError: boom\nmore", graph_before=graph)
     result = VerifyResult(target="p", examples=9, changed=4, known=[known])
-    assert outcome(result) == {"verdict": "known", "examples": 9, "changed": 4, "changed_dead_code_only": 0,
+    assert outcome(result) == {"verdict": "known", "examples": 9, "changed": 4, "changed_dead_code_only": 0, "rewrites": 4,
                                "violations": [], "known": ["running the transformed graph raised RuntimeError: boom"]}
     result.violations = [Violation("values", "output[0] differs\ndetail", graph_before=graph)]
     assert outcome(result)["verdict"] == "violations" and outcome(result)["violations"] == [
         {"property": "values", "message": "output[0] differs", "graph": graph, "graph_key": graph_key(graph)}]
     assert outcome(VerifyResult(target="p", examples=9, changed=0))["verdict"] == "vacuous"
+    # only dead code removed is no verdict either, unless that is the pass's job
+    assert outcome(VerifyResult(target="p", examples=9, changed=3, changed_dead_code_only=3))["verdict"] == "vacuous"
+    assert outcome(VerifyResult(target="p", examples=9, changed=3, changed_dead_code_only=3,
+                                options={"dce_pass": True}))["verdict"] == "ok"
 
 
 class _FakeRay:

@@ -39,6 +39,16 @@ PASSES = textwrap.dedent('''
     def identity(gm):
         return gm
 
+    def clean_up_only(gm):
+        """A matcher whose rewrite never fires on these graphs, then the clean-up every pass ends with:
+        all it ever changes is dead code."""
+        for n in gm.graph.nodes:
+            if n.target == aten.lgamma.default and n.args[0].target == aten.digamma.default:
+                raise AssertionError("never drawn")
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+        return gm
+
     class Settings:
         def __init__(self):
             self.debug = False
@@ -192,6 +202,32 @@ def test_a_pass_that_changes_nothing_is_vacuous_exit_4(passes, tmp_path, capsys)
                  "--repro-dir", str(tmp_path), "--allow-vacuous"]) == 0
 
 
+def test_a_pass_that_only_removes_dead_code_is_vacuous_unless_that_is_its_job(passes, tmp_path, capsys):
+    """Every change dead-code removal: its rewrite never fired, so the run is VACUOUS (exit 4), and the
+    fire line, the JSON and the last line say why; torch's own dead-code elimination with --dce-pass
+    is a verdict (exit 0), the same graphs counted as acted on."""
+    report = tmp_path / "r.json"
+    r = _main(capsys, "verify", f"{passes}:clean_up_only", "--max-examples", "30", "--seed", "1", "--focus", "none",
+              "--repro-dir", tmp_path, "--json", report)
+    assert r.returncode == 4, r.stdout + r.stderr
+    doc = json.loads(report.read_text())
+    assert doc["vacuous"] and doc["rewrites"] == 0 and doc["changed"] == doc["changed_dead_code_only"] > 0, doc
+    assert doc["dce_pass"] is False and doc["options"]["dce_pass"] is False
+    k = doc["changed"]
+    assert f"the pass changed {k} of 30 graphs ({100 * k / 30:.0f}%): rewrites in 0 (0%), dead code only in {k}" \
+        in r.stdout, r.stdout
+    last = r.stdout.rstrip().splitlines()[-1]
+    assert last.startswith(f"VACUOUS: in each of the {k} graphs it changed (of 30), the pass only removed dead "
+                           f"code: its rewrite never fired"), last
+    assert "--dce-pass" in last and "OK:" not in r.stdout
+    r = _main(capsys, "verify", "torch.fx.graph:Graph.eliminate_dead_code", "--max-examples", "30", "--seed", "1",
+              "--focus", "none", "--repro-dir", tmp_path, "--dce-pass", "--json", report)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(report.read_text())
+    assert not doc["vacuous"] and doc["dce_pass"] and doc["rewrites"] == 0 and doc["changed"] > 0, doc
+    assert r.stdout.rstrip().splitlines()[-1].startswith("OK: no counterexample in 30 graphs"), r.stdout
+
+
 @pytest.mark.parametrize("isolate", [(), ("--isolate",)], ids=["in-process", "isolated"])
 def test_a_fault_of_the_harness_exits_3_in_one_line(passes, tmp_path, capsys, monkeypatch, isolate):
     """The oracle raising (a bug of ours, planted) is no verdict on the pass: exit 3, one line naming the
@@ -216,7 +252,8 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
     # the search in this process (the README's transcript runs the command, and shows its shrinking:
     # unshrunk here, the reports and the repro are what is checked); the repro in its own
     out = tmp_path / "out"
-    r = _main(capsys, "verify", f"{passes}:swap_sub", "--seed", "0", "--no-shrink", "--repro-dir", out / "repro",
+    # seed 1: values at graph 1 (at seed 0 a swapped broadcast breaks validity first, at graph 4)
+    r = _main(capsys, "verify", f"{passes}:swap_sub", "--seed", "1", "--no-shrink", "--repro-dir", out / "repro",
               "--json", out / "r.json", "--junit", out / "r.xml", "--markdown", out / "r.md")
     assert r.returncode == 1, r.stdout + r.stderr
     # values at least (a swapped broadcast can break validity too, as a search under load once found)
@@ -224,13 +261,13 @@ def test_bug_found_reported_and_reproduced(passes, tmp_path, capsys):
     assert "graph before the pass" in r.stdout
     assert re.search(r"aten\.(sub|div|lt|gt|atan2|remainder|fmod|pow)\.", r.stdout)  # the swapped op is shown
     report = json.loads((out / "r.json").read_text())
-    assert report["schema_version"] == 1 and report["ok"] is False and report["seed"] == 0
+    assert report["schema_version"] == 1 and report["ok"] is False and report["seed"] == 1
     assert report["properties"]["values"]["violated"] is True
     script = next(v["repro_path"] for v in report["violations"] if v["property"] == "values")
     # how the search drew is in the report, and the script says it too
     focused = [o["op"] for o in report["focus"]["ops"]]
     assert report["focus"]["mode"] == "auto" and focused
-    assert f"Found by the search with seed 0, focused (auto) on {focused[0]}" in pathlib.Path(script).read_text()
+    assert f"Found by the search with seed 1, focused (auto) on {focused[0]}" in pathlib.Path(script).read_text()
     root = ET.parse(out / "r.xml").getroot()
     assert root.find("testsuite").get("failures") == str(len(report["violations"]))
     assert "values" in (out / "r.md").read_text()
@@ -366,6 +403,46 @@ def test_fx_allow_vacuous_makes_a_vacuous_run_exit_0(monkeypatch):
     registered[False].pytest_sessionfinish(failed, 1)
     assert failed.exitstatus == 1
 
+
+
+@pytest.mark.parametrize("dce_pass", [False, True])
+def test_the_plugin_counts_dead_code_only_apart_and_a_run_of_it_alone_is_vacuous(dce_pass):
+    """--fx-pass's fire line gives rewrites and dead-code-only graphs apart (as verify's does); a run
+    whose every change removed dead code is VACUOUS (exit 4) unless --fx-dce-pass says that is the
+    pass's job; one rewrite among them is a verdict either way."""
+    from conformance import pytest_plugin
+
+    for rewrites in (0, 1):
+        registered = {}
+        options = {"fx_pass": "m:p", "fx_dce_pass": dce_pass}
+        config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default),
+                                 addinivalue_line=lambda *a: None, args_source=pytest.Config.ArgsSource.ARGS,
+                                 pluginmanager=SimpleNamespace(register=lambda p, name: registered.update({name: p})))
+        pytest_plugin.pytest_configure(config)
+        fire = registered["fx-conformance-fire"]
+        fire.pytest_runtest_logreport(SimpleNamespace(user_properties=[
+            ("fx_examples", 10), ("fx_changed", 4 + rewrites), ("fx_dead_code_only", 4)]))
+        lines = []
+        fire.pytest_terminal_summary(SimpleNamespace(write_line=lines.append))
+        assert lines[0] == (f"the pass changed {4 + rewrites} of 10 graphs ({40 + 10 * rewrites}%): rewrites in "
+                            f"{rewrites} ({10 * rewrites}%), dead code only in 4"), lines
+        vacuous = not rewrites and not dce_pass
+        assert len(lines) == 1 + vacuous and (not vacuous or "only removed dead code" in lines[1]), lines
+        session = SimpleNamespace(exitstatus=0)
+        fire.pytest_sessionfinish(session, 0)
+        assert session.exitstatus == (4 if vacuous else 0)
+
+
+def test_the_plugin_records_whether_a_change_was_dead_code_alone(monkeypatch):
+    """record_fire logs (changed, dead code only) per graph, and the report's user properties carry
+    both counts to the controller."""
+    from conformance import pytest_plugin
+    from conformance._result import Verdict
+
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "t.py::x (call)")
+    for changed, dead in ((0, False), (3, False), (2, True), (1, True)):
+        pytest_plugin.record_fire(Verdict(changed=changed, dead_code_only=dead))
+    assert pytest_plugin.FIRE.pop("t.py::x") == [(False, False), (True, False), (True, True), (True, True)]
 
 def test_every_verify_option_reaches_the_run(passes, tmp_path, capsys):
     """The options a user types land in the run: the JSON report records each, the property table

@@ -20,7 +20,7 @@ NASTY = 'values=out[0] <a & "b"> | \x00\x1bbad, but should be x [mypass(add)]\nw
 
 JSON_KEYS = {"schema_version", "tool", "generated_at", "started", "duration_s", "machine", "versions",
              "device", "commit", "target", "ok", "interrupted", "isolated", "seed", "examples", "shrink_runs",
-             "options", "properties", "violations", "changed", "changed_dead_code_only", "vacuous", "focus",
+             "options", "properties", "violations", "changed", "changed_dead_code_only", "rewrites", "dce_pass", "vacuous", "focus",
              "generator_crashes", "user_ops", "database", "warnings", "pass_warnings"}
 
 

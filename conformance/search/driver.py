@@ -93,7 +93,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, hops=None, known=None,
-           db: str | None = None, db_readonly: bool = False, reporter=None,
+           db: str | None = None, db_readonly: bool = False, dce_pass: bool = False, reporter=None,
            _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
@@ -160,8 +160,13 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
             context) in the focused graphs: ``"pkg.mod:fn"`` or the object, which is (a function of no
             arguments returning) a list of ``(program, example_args)`` pairs or ``SeedGraph``s.
 
-    The result says how many graphs the pass changed (``changed``); ``vacuous`` is True when it
-    changed none, so nothing was verified.
+        dce_pass: removing dead code is the pass's job. By default a graph the pass only cleaned up
+            (its change equals ``Graph.eliminate_dead_code``'s) is not one its rewrite acted on, and a
+            run whose every change was that is vacuous; with ``dce_pass`` it counts.
+
+    The result says how many graphs the pass changed (``changed``) and how many of those it only
+    cleaned up (``changed_dead_code_only``; ``rewrites`` the others); ``vacuous`` is True when it
+    rewrote none (changed none, with ``dce_pass``), so nothing was verified.
 
     >>> verify(lambda gm: gm, max_examples=5, repro_dir=None).ok
     True
@@ -245,14 +250,17 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
 
     try:
         found = search(focus_obj)
-        if _focus_made_it_vacuous(found, focus_info, seeds):
+        if _focus_made_it_vacuous(found, focus_info, seeds, dce_pass):
             # Discovery weighs its focus on a small sample (triggers._PAYOFF_EXAMPLES): a focus it kept
             # can still leave the pass idle for a whole run (the reference constant folding, focused on
             # the _unsafe_view it names, changed 0 of 200 graphs at one seed where plain graphs change
             # 3-11%). A vacuous run is no verdict: the same budget goes to plain graphs, and the
             # report says so.
-            focus_info["unfocused_after"] = {"examples": found.examples, "changed": 0}
-            reporter.note(f"the focused search changed none of {found.examples} graphs: searching plain graphs")
+            changed, dead_code_only = tally(r for r in found.runs if r is not None)
+            focus_info["unfocused_after"] = {"examples": found.examples, "changed": changed,
+                                             "dead_code_only": dead_code_only}
+            what = "changed none" if not changed else f"only removed dead code in {changed}"
+            reporter.note(f"the focused search {what} of {found.examples} graphs: searching plain graphs")
             prior.warnings.absorb(found.warnings.kinds())
             prior.pass_warnings.merge(found.pass_warnings)
             found = search(None)
@@ -363,12 +371,14 @@ def _called(node):
     return node.target
 
 
-def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds) -> bool:
-    """Whether a search that discovery focused ran whole and the pass changed none of its graphs
-    (a focus the user named, or seed graphs, are searched as given)."""
+def _focus_made_it_vacuous(found: _Found, focus_info: dict, seeds, dce_pass: bool = False) -> bool:
+    """Whether a search that discovery focused ran whole and the pass acted on none of its graphs: it
+    changed none, or only removed dead code (unless that is its job: ``dce_pass``). A focus the user
+    named, or seed graphs, are searched as given."""
+    changed, dead_code_only = tally(r for r in found.runs if r is not None)
     return (focus_info.get("mode") == "auto" and bool(focus_info.get("ops") or focus_info.get("edges")) and not seeds
             and not found.best and not found.interrupted and found.examples > 0
-            and tally(r for r in found.runs if r is not None)[0] == 0)
+            and (changed if dce_pass else changed - dead_code_only) == 0)
 
 
 def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolate, events, found, known=None,

@@ -57,10 +57,13 @@ def resolve_options(args: dict) -> dict:
     if args["ops"] is not None and (ir == "torch" or args["dynamic"]):
         raise UsageError("ops= shapes drawn aten graphs; ir=torch draws nn.Modules and dynamic=True symbolic "
                          "programs of their own steps")
+    if not isinstance(args["dce_pass"], bool):
+        raise UsageError(f"dce_pass={args['dce_pass']!r}, but should be True or False")
     opts_hops = _hops(args["hops"], ir, args["dynamic"])
     device = resolve_device(args["device"])
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
-            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic")
+            "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic",
+            "dce_pass")
     opts = {k: args[k] for k in keep}
     if args["db"] is not None and not isinstance(args["db"], str):
         raise UsageError(f"db={args['db']!r}, but should be a directory or redis://host:port/N (comma-separated "
