@@ -12,9 +12,10 @@ isolated workers run, and that repro scripts call. Properties (``PROPERTIES``):
 - ``dynamic`` (graphs over symbolic sizes, ``symbolic=``): the result holds at every size the
   original does: no new guards, shape arithmetic proved equal by z3, the same outputs at other
   sizes (``dynamic.py``);
-- ``aliasing``: which outputs alias inputs, constants or each other is unchanged, except that
-  outputs may come to share storage with each other (CSE of duplicate results); a contract such
-  as ``functional`` may allow aliases to be removed; an alias of an input or constant is never added;
+- ``aliasing``: which outputs alias inputs, constants or each other is unchanged: an alias is never
+  added (two outputs that come to share storage, as CSE of duplicate results made them, is a
+  violation unless the original's shared it); a contract such as ``functional`` may allow aliases
+  to be removed;
 - ``contracts``: the ``ensure=`` names (``contracts.CONTRACTS``), which the result must satisfy
   whatever the original did (the pass establishes them), and the ``preserve=`` names, judged
   against the original: only violations the pass introduced count, never on a graph it left unchanged;

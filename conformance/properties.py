@@ -137,10 +137,12 @@ class Judgements:
         want = alias_map(exp_flat, exp_in, self.exp_constants)  # the constants the original ran with (a snapshot)
         got = alias_map(act_flat, act_in, tensor_constants(after))
         for i, (g, w) in enumerate(zip(got, want)):
-            # Outputs may come to share storage with each other: CSE of duplicate results does that
-            # (fx_graph_cse, CSEPass), and only a caller that writes into one output and reads another
-            # can tell. Coming to share an input's or a constant's storage is always a violation.
-            added = sorted(t for t in g - w if not t.startswith("output["))
+            # Coming to share storage with an input, a constant or another output is a violation
+            # unless the original's output shared it too: a caller that writes into one output (or
+            # resizes it, or hands it to an in-place op) sees the other change. CSE of duplicate
+            # results did that, and PyTorch fixed it as a bug (issue 56): an output may be merged
+            # with another only where the original already returned one storage twice.
+            added = sorted(g - w)
             removed = sorted(w - g)
             if added:
                 self.violation("aliasing", f"output[{i}] aliases {', '.join(added)}, but should not "

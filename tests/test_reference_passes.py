@@ -9,6 +9,7 @@ one rule; the last tests show that generated graphs find the blinded analyses to
 from __future__ import annotations
 
 import contextlib
+import copy
 from unittest import mock
 
 import pytest
@@ -94,11 +95,15 @@ def test_cse_merges_equal_expressions():
     assert ops(gm) == [aten.add.Tensor, aten.mul.Tensor]
 
 
+# (In these graphs the first of the two equal expressions reaches the output through another op: two
+# outputs of their own are never merged, so a graph returning both would catch no planted bug.)
+
+
 def test_cse_never_merges_across_a_write_to_an_argument():
     def body(g, c, x):
         a = c(aten.add.Tensor, x, 1)
         c(aten.add_.Tensor, x, 1)
-        return [a, c(aten.add.Tensor, x, 1)]
+        return [c(aten.neg.default, a), c(aten.add.Tensor, x, 1)]
 
     _caught(common_subexpression_elimination, build(1, body), (torch.randn(3),), blind(_no_writes))
 
@@ -107,7 +112,7 @@ def test_cse_never_merges_a_result_written_later():
     def body(g, c, x):
         a, b = c(aten.mul.Tensor, x, 2), c(aten.mul.Tensor, x, 2)
         c(aten.add_.Tensor, a, 1)
-        return [a, b]
+        return [a, c(aten.neg.default, b)]
 
     _caught(common_subexpression_elimination, build(1, body), (torch.randn(3),), blind(_no_writes))
 
@@ -117,7 +122,7 @@ def test_cse_never_merges_across_a_write_through_a_view():
         y = c(aten.clone.default, x)
         a = c(aten.neg.default, y)
         c(aten.mul_.Tensor, c(aten.view.default, y, [3]), 2)
-        return [a, c(aten.neg.default, y)]
+        return [c(aten.abs.default, a), c(aten.neg.default, y)]
 
     _caught(common_subexpression_elimination, build(1, body), (torch.randn(3),), blind(_no_aliasing))
 
@@ -127,9 +132,26 @@ def test_cse_never_merges_across_a_write_through_a_view():
     ((0.0, -0.0), (torch.tensor([-0.0, 1.0]),), {"signed_zeros": True}),  # -0.0 + 0.0 = 0.0
 ])
 def test_cse_literals_compare_by_type_and_bits(literals, inputs, options):
-    gm = build(1, lambda g, c, x: [c(aten.add.Tensor, x, literals[0]), c(aten.add.Tensor, x, literals[1])])
+    gm = build(1, lambda g, c, x: [c(aten.neg.default, c(aten.add.Tensor, x, literals[0])),
+                                   c(aten.add.Tensor, x, literals[1])])
     _caught(common_subexpression_elimination, gm, inputs, mock.patch.object(_dce_cse, "value_key", _naive_key),
             **options)
+
+
+def test_cse_never_merges_two_values_outputs_share():
+    """Two equal results both returned (or one returned and a view of the other) stay two: merged, the
+    outputs would share a storage (what torch's CSE once did, fixed as a bug); one returned and one
+    read inside the graph merge."""
+    two = build(1, lambda g, c, x: [c(aten.add.Tensor, x, 1), c(aten.add.Tensor, x, 1)])
+    assert check(common_subexpression_elimination, copy.deepcopy(two), (torch.randn(3),)).ok
+    applied(common_subexpression_elimination, two)
+    assert ops(two) == [aten.add.Tensor] * 2
+    viewed = build(1, lambda g, c, x: [c(aten.add.Tensor, x, 1), c(aten.view.default, c(aten.add.Tensor, x, 1), [3])])
+    applied(common_subexpression_elimination, viewed)
+    assert ops(viewed) == [aten.add.Tensor, aten.add.Tensor, aten.view.default]
+    inner = build(1, lambda g, c, x: [c(aten.add.Tensor, x, 1), c(aten.neg.default, c(aten.add.Tensor, x, 1))])
+    applied(common_subexpression_elimination, inner)
+    assert ops(inner) == [aten.add.Tensor, aten.neg.default]
 
 
 def test_cse_keeps_explicit_copies_apart_and_the_pipeline_is_idempotent():

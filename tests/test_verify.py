@@ -309,6 +309,39 @@ def test_aliasing_added_and_removed():
     assert check(copy_instead, view, (torch.randn(2, 3),), ensure=["functional"]).ok
 
 
+def _merge_duplicate_outputs(gm):
+    """CSE of duplicate results as PyTorch once shipped it: a later call with the same target and
+    arguments as an earlier one is replaced by it, outputs included."""
+    seen = {}
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        key = (n.target, n.args, tuple(sorted(n.kwargs.items())))
+        if key in seen:
+            n.replace_all_uses_with(seen[key])
+            gm.graph.erase_node(n)
+        else:
+            seen[key] = n
+    gm.recompile()
+    return gm
+
+
+def test_two_outputs_that_come_to_share_storage_violate_aliasing_unless_the_original_shared_it():
+    """Issue 56: merging two equal results that are both outputs makes them one storage (a caller
+    writing into one sees the other change); PyTorch fixed that in its CSE as a bug. Where the
+    original already returned one value twice, the merge changes nothing a caller sees."""
+    two = _graph(lambda g, x, y: [g.call_function(aten.add.Tensor, (x, y)), g.call_function(aten.add.Tensor, (x, y))])
+    v = check(_merge_duplicate_outputs, two, (X, Y))
+    assert _props(v) == {"aliasing"}, v
+    assert "output[0] aliases output[1], but should not (the original's output[0] aliases nothing)" \
+        in v.violations[0].message, v
+    once = _graph(lambda g, x, y: [g.call_function(aten.add.Tensor, (x, y))] * 2)
+    assert check(_merge_duplicate_outputs, once, (X, Y)).ok
+    inner = _graph(lambda g, x, y: [g.call_function(aten.neg.default, (g.call_function(aten.add.Tensor, (x, y)),)),
+                                    g.call_function(aten.add.Tensor, (x, y))])
+    assert check(_merge_duplicate_outputs, inner, (X, Y)).ok  # one output and an intermediate: nothing shared
+
+
 def test_validity_lint_signature_meta_and_run_failures():
     gm = _binary(aten.mul.Tensor)
     def use_before_def(gm):

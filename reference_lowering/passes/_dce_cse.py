@@ -56,7 +56,9 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
     anything across a write to the storage of any of its arguments (the key includes a per-storage
     write count); a result that is written later (merging would share the write); views whose
     storage has its metadata mutated; anything across a grad-mode switch or an op this pass does
-    not model.
+    not model; two results that outputs of the graph share (a view of each, or each itself):
+    merged, the outputs would share one storage, and a caller writing into one sees the other
+    change (torch's ``fx_graph_cse`` keeps them apart for that reason).
     """
     info = analyze(gm)
     reshaped = reshaped_classes(gm, info)
@@ -72,10 +74,11 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
             arg_classes = sorted(info.classes_of((node.args, node.kwargs)), key=str)
             key = (node.target, value_key((node.args, node.kwargs), position, alive),
                    tuple((str(c), writes[c]) for c in arg_classes), epoch)
-            if key in seen:
-                node.replace_all_uses_with(seen[key])
+            kept = seen.get(key)
+            if kept is not None and not _would_join_outputs(info, kept, node):
+                node.replace_all_uses_with(kept)
                 gm.graph.erase_node(node)
-            else:
+            elif kept is None:
                 seen[key] = node
             continue
         if node in info.writes:
@@ -84,6 +87,12 @@ def common_subexpression_elimination(gm: fx.GraphModule, sample_inputs: Sequence
         if not _removable(node):
             epoch += 1  # an effect not modelled (e.g. torch._C._set_grad_enabled): a barrier
     return finish(gm)
+
+def _would_join_outputs(info, kept: fx.Node, node: fx.Node) -> bool:
+    """Whether merging ``node`` into ``kept`` makes two outputs that had storages of their own share one."""
+    a, b = info.cls[kept], info.cls[node]
+    return a != b and a in info.escaping and b in info.escaping
+
 
 def _removable(node: fx.Node) -> bool:
     """Nodes whose only effects are a result and (for ATen in-place ops) modelled writes."""
