@@ -116,10 +116,12 @@ class _Entry:
 
 
 class _PatternGraphs:
-    """A pattern table whose entries hold pattern graphs: ``add(mm(a, b), c)`` and ``exp(neg(x))``."""
+    """A pattern table whose entries hold pattern graphs: ``add(mm(a, b), c)``, ``add(c, bmm(a, b))`` and
+    ``exp(neg(x))``."""
 
     def __init__(self):
-        self.patterns = {("call_function", aten.add.Tensor): [_Entry(_Call(aten.add.Tensor, _Call(aten.mm.default, 0, 1), 2))],
+        self.patterns = {("call_function", aten.add.Tensor): [_Entry(_Call(aten.add.Tensor, _Call(aten.mm.default, 0, 1), 2)),
+                                                              _Entry(_Call(aten.add.Tensor, 2, _Call(aten.bmm.default, 0, 1)))],
                          ("call_function", aten.exp.default): [_Entry(_Call(aten.exp.default, _Call(aten.neg, 0)))]}
 
     def __call__(self, graph):
@@ -134,7 +136,10 @@ def _draws(strategy, n: int) -> list:
 
 def test_static_discovery_reads_the_edges_of_a_pattern_tables_pattern_graphs():
     found = static_triggers(_PatternGraphs())
-    assert found.edges == {("aten.mm.default", "aten.add.Tensor"): "pattern", ("aten.neg.default", "aten.exp.default"): "pattern"}
+    # each with the consumer's argument the producer stands at in the pattern (its schema name)
+    assert found.edges == {("aten.mm.default", "aten.add.Tensor", "self"): "pattern",
+                           ("aten.bmm.default", "aten.add.Tensor", "other"): "pattern",
+                           ("aten.neg.default", "aten.exp.default", "self"): "pattern"}
     assert static_triggers(pattern_pass).edges == {}  # a table without pattern graphs has no edges
 
 
@@ -166,7 +171,7 @@ def test_probes_confirm_the_edge_a_pass_matches_and_focus_draws_it_with_its_rela
     found = discover(load_pass(select_of_unsqueeze), mutations=False)
     assert ("aten.unsqueeze.default", "aten.select.int") in [e[:2] for e in found.edges]
     assert ("aten.select.int", "aten.unsqueeze.default") not in [e[:2] for e in found.edges]  # never made it act
-    assert found.focus().edges == (("aten.unsqueeze.default", "aten.select.int"),)
+    assert found.focus().edges == (("aten.unsqueeze.default", "aten.select.int", "self"),)
     ops = ["aten.unsqueeze.default", "aten.select.int"]
     # 30 draws each: 42 related edges with the edge's focus, 11 with its rows only (50: 111 and 16; 25:
     # 27 and 8, one past the bound; 200: 282 and 36). Discovery above is most of this test's CPU (7.8 s
@@ -425,7 +430,7 @@ def test_the_plugin_keeps_the_generated_graphs_of_a_test(monkeypatch):
     @seed(0)
     @given(st.integers(0, 10_000))
     def fails_above_5000(x):
-        FIRE["t.py::x"].append(True)
+        FIRE["t.py::x"].append((True, False))
         assert x <= 5000
 
     wrapper = _Fire(allow_vacuous=False).pytest_runtest_call(SimpleNamespace(nodeid="t.py::x"))
@@ -567,6 +572,13 @@ def _negs_to_muls(gm: fx.GraphModule) -> fx.GraphModule:
     return gm
 
 
+def _negs_to_muls_then_clean_up(gm: fx.GraphModule) -> fx.GraphModule:
+    """``_negs_to_muls``, then the dead-code elimination a pass ends with."""
+    _negs_to_muls(gm).graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
 def _focused_on_mm(mode):
     """A focus that leaves the pass idle (every step draws ``mm``, never a ``neg``), as discovery
     (``auto``) or the user (``ops``) gave it."""
@@ -586,7 +598,12 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     # 40 plain graphs: at seed 0 the first with a neg comes between 21 and 30
     result = verify(_negs_to_muls, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
     assert result.ok and not result.vacuous and result.examples == 40
-    assert result.focus["unfocused_after"] == {"examples": 40, "changed": 0}
+    assert result.focus["unfocused_after"] == {"examples": 40, "changed": 0, "dead_code_only": 0}
+    # the same where the focused graphs' only changes were dead code: its rewrite never fired there
+    cleaned = verify(_negs_to_muls_then_clean_up, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
+    assert cleaned.ok and cleaned.rewrites > 0, cleaned.fire_text
+    after = cleaned.focus["unfocused_after"]
+    assert after["examples"] == 40 and after["changed"] == after["dead_code_only"] > 0, after
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("ops"))
     # 20 graphs: a named focus is searched as given, whatever the budget (none of them holds a neg)
     named = verify(_negs_to_muls, seed=0, max_examples=20, repro_dir=None, device="cpu", shrink=False)
@@ -618,10 +635,11 @@ def test_an_edge_is_confirmed_on_graphs_drawn_at_its_size(monkeypatch):
         return draw(strategy, n, seed_value, seen)
 
     monkeypatch.setattr(triggers, "_draw_cases", counting)
-    assert not triggers._edge_acts(("aten.add.Tensor", "aten.mul.Tensor"), False, lambda c: held.append(c) and False)
+    assert not triggers._edge_acts(("aten.add.Tensor", "aten.mul.Tensor"), ["self", "other"], False,
+                                   lambda c: held.append(c) and False)
     assert held and all(triggers._calls(c.gm) <= 2 for c in drawn), [triggers._calls(c.gm) for c in drawn]
     held.clear()  # a producer of two results: room for its getitems, so the consumer can read either
-    assert not triggers._edge_acts(("aten.var_mean.correction", "aten.sub.Tensor"), False,
+    assert not triggers._edge_acts(("aten.var_mean.correction", "aten.sub.Tensor"), ["self"], False,
                                    lambda c: held.append(c) and False)
     assert held and any(n.target is operator.getitem and n.args[1] == 1 for c in held for n in c.gm.graph.nodes)
 

@@ -10,6 +10,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from strategies import Focus, InvalidArgument, SeedGraph, custom_rows, rows_named
+from strategies._draw.edges import tensor_arguments
 
 from .._errors import UsageError
 from ..adapters import resolve
@@ -47,6 +48,7 @@ def resolve_focus(focus, put, *, mutations: bool, timeout) -> tuple:
 
 
 _MAX_USER_EDGE_OPS = 4  # pairs of the first this many code-named user ops are focus edges (16 at most)
+_MAX_USER_EDGE_ARGUMENTS = 3  # at each of the consumer's first this many tensor arguments
 
 
 def with_user_ops(focus, info: dict, ops, put, *, ir: str, mutations: bool, device: str, timeout) -> tuple:
@@ -62,12 +64,15 @@ def with_user_ops(focus, info: dict, ops, put, *, ir: str, mutations: bool, devi
              or row.name.rsplit(".", 1)[0] in info.get("not_in_catalog", ())]
     chosen = named or user
     how = "code" if named else "given"
-    pairs = [(p.name, c.name) for p in named[:_MAX_USER_EDGE_OPS] for c in named[:_MAX_USER_EDGE_OPS] if p is not c]
+    # each at each of the consumer's tensor arguments: a fusion reads the norm's result as the quant's input
+    pairs = [(p.name, c.name, a) for p in named[:_MAX_USER_EDGE_OPS] for c in named[:_MAX_USER_EDGE_OPS] if p is not c
+             for a in tensor_arguments(c)[:_MAX_USER_EDGE_ARGUMENTS]]
     edges = user_edges_acting(put, pairs, ir=ir, mutations=mutations, device=device, timeout=timeout) if pairs else []
     base = focus or Focus()
     focus = dataclasses.replace(base, ops=(*base.ops, *chosen), edges=(*base.edges, *edges))
     info = {**info, "ops": [*info.get("ops", []), *({"op": r.name, "how": how} for r in chosen)],
-            "edges": [*info.get("edges", []), *({"producer": p, "consumer": c, "how": "probe"} for p, c in edges)]}
+            "edges": [*info.get("edges", []), *({"producer": p, "consumer": c, "how": "probe", "argument": a}
+                                                 for p, c, a in edges)]}
     return focus, info
 
 

@@ -39,7 +39,7 @@ class _Walker:
     def __init__(self, root):
         self.local = _local_prefix(root)
         self.ops: dict = {}  # packet/overload name -> how
-        self.edges: dict = {}  # (producer name, consumer name) -> how
+        self.edges: dict = {}  # (producer name, consumer name, consumer's argument or None) -> how
         self.missing: dict = {}
         self.constants: list = []
         self.hops: dict = {}  # higher-order ops the generator draws (strategies.HOPS) -> how
@@ -121,20 +121,25 @@ class _Walker:
                     self.walk(value, depth + 1)
 
     def pattern_edges(self, expr, depth: int) -> None:
-        """The producer -> consumer pairs of an Inductor pattern graph (``CallFunction(fn, *args)``
-        whose args hold further ``CallFunction``s), by catalog name."""
+        """The producer -> consumer edges of an Inductor pattern graph (``CallFunction(fn, *args)``
+        whose args hold further ``CallFunction``s): catalog names, and the consumer's argument the
+        producer feeds (its schema name, from the position or keyword it stands at)."""
         if depth > 16 or not hasattr(expr, "fns") or not hasattr(expr, "args"):
             return
         if expr.args and any(isinstance(fn, torch._ops.HigherOrderOperator) for fn in expr.fns):
             self.op(expr.args[0], "pattern")  # auto_functionalized(_v2) over a user's op: the op it wraps
-        children = [*_flat(expr.args), *_flat(getattr(expr, "kwargs", {}).values())]
-        for child in children:
-            if hasattr(child, "fns"):
-                for consumer in map(op_name, expr.fns):
+        places = [*((i, arg) for i, arg in enumerate(expr.args)), *getattr(expr, "kwargs", {}).items()]
+        for place, arg in places:
+            for child in _flat([arg]):
+                if not hasattr(child, "fns"):
+                    continue
+                for fn in expr.fns:
+                    consumer = op_name(fn)
+                    argument = _argument_name(fn, place)
                     for producer in map(op_name, child.fns):
                         if producer and consumer:
-                            self.edges.setdefault((producer, consumer), "pattern")
-            self.pattern_edges(child, depth + 1)
+                            self.edges.setdefault((producer, consumer, argument), "pattern")
+                self.pattern_edges(child, depth + 1)
 
     def is_local(self, obj) -> bool:
         module = getattr(obj, "__module__", None) or ""
@@ -247,6 +252,17 @@ def _flat(items) -> list:
     for item in items:
         out.extend(_flat(item) if isinstance(item, (list, tuple)) else [item])
     return out
+
+
+def _argument_name(fn, place) -> str | None:
+    """The schema name of ``fn``'s argument at ``place`` (a position, or a keyword as given)."""
+    if isinstance(place, str):
+        return place
+    schema = getattr(fn, "_schema", None)
+    if schema is None and isinstance(fn, torch._ops.OpOverloadPacket):
+        schema = fn.default._schema if hasattr(fn, "default") else None
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    return names[place] if place < len(names) else None
 
 
 def op_name(op) -> str | None:

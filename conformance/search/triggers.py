@@ -42,6 +42,7 @@ import strategies
 from strategies import OPS, Focus, graphs, rows_named
 from strategies._catalog.custom import custom_rows, defining_function, rule_of
 from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
+from strategies._draw.edges import tensor_arguments
 from strategies._draw.support import cpu_support
 
 from .._errors import HarnessError
@@ -82,7 +83,9 @@ class Triggers:
     probes_cut: bool = False  # probing stopped at PROBE_BUDGET runs of the pass
     share: float = Focus.share  # of graphs focused: WEAK_SHARE when plain graphs did better
     payoff: tuple = ()  # (plain, focused, n): of n graphs each, how many the pass changed
-    edges: list = dataclasses.field(default_factory=list)  # (producer, consumer, how): chained in focus
+    # (producer, consumer, how, argument): chained in focus, the producer at the consumer's argument of
+    # that schema name (None: its first operand)
+    edges: list = dataclasses.field(default_factory=list)
     acting: list = dataclasses.field(default_factory=list)  # rows whose one-op graphs the pass changes
     hops: list = dataclasses.field(default_factory=list)  # higher-order ops the code names: drawn (graphs(hops=))
 
@@ -98,7 +101,7 @@ class Triggers:
                 "constants": list(self.constants), "seconds": round(self.seconds, 3), "cached": self.cached,
                 "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
                 "weak": self.share < Focus.share,
-                "edges": [{"producer": p, "consumer": c, "how": h} for p, c, h in self.edges],
+                "edges": [{"producer": p, "consumer": c, "how": h, "argument": a} for p, c, h, a in self.edges],
                 "acting": list(self.acting), "hops": list(self.hops)}
 
     @classmethod
@@ -107,12 +110,12 @@ class Triggers:
         return cls(ops=[(p["op"], p["how"]) for p in data["ops"]], not_in_catalog=data["not_in_catalog"],
                    constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
                    share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
-                   edges=[(e["producer"], e["consumer"], e["how"]) for e in data.get("edges", ())],
+                   edges=[(e["producer"], e["consumer"], e["how"], e.get("argument")) for e in data.get("edges", ())],
                    acting=list(data.get("acting", ())), hops=list(data.get("hops", ())))
 
     def focus(self) -> Focus | None:
         rows = self.rows
-        edges = tuple((p, c) for p, c, _ in self.edges)
+        edges = tuple((p, c, a) for p, c, _, a in self.edges)
         acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
         return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
                      acting=acting, hops=tuple(self.hops)) if rows or self.hops else None
@@ -252,7 +255,7 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
     result = Triggers(ops=list(found.items()), not_in_catalog=sorted(walker.missing),
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
                       share=WEAK_SHARE if weak else Focus.share, payoff=payoff,
-                      edges=[(p, c, h) for (p, c), h in edges.items()], acting=list(acting),
+                      edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=list(acting),
                       hops=list(walker.hops))
     _store(key, result)
     return result
@@ -301,7 +304,8 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
             found.setdefault(row.name, "probe")
             alone.add(row)
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
-    candidates = dict.fromkeys((p, c) for p in code_named[:_MAX_EDGE_OPS] for c in code_named[:_MAX_EDGE_OPS])
+    candidates = dict.fromkeys((p, c, a) for p in code_named[:_MAX_EDGE_OPS] for c in code_named[:_MAX_EDGE_OPS]
+                               for a in _consumer_arguments(c))
     if rows:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False, random=True)
@@ -319,15 +323,18 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
                 if len(held) == 1:  # the pass acted on a graph holding this edge and no other
                     edges.setdefault(held[0], "chain")
                 candidates.update(dict.fromkeys(held))  # else each must make it act by itself, below
+    groups: dict = {}  # each pair's candidate arguments, probed together (one draws each in turn)
     for edge in candidates:
-        if edge in edges or not all(rows_named(n) for n in edge) or not _adds_to(edge, alone):
+        if edge in edges or not all(rows_named(n) for n in edge[:2]) or not _adds_to(edge, alone):
             continue
+        groups.setdefault(edge[:2], []).append(edge[2])
+    for pair, arguments in groups.items():
         if out_of_runs():
             return found, edges, _names(alone), True, ()
-        if _edge_acts(edge, mutations, acts):
-            edges[edge] = "probe"
+        for argument in _edge_acts(pair, arguments, mutations, acts, constants):
+            edges[(*pair, argument)] = "probe"
     focus = Triggers(ops=list(found.items()), constants=list(constants),
-                     edges=[(p, c, h) for (p, c), h in edges.items()], acting=_names(alone)).focus()
+                     edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=_names(alone)).focus()
     if focus is None:
         return found, edges, _names(alone), False, ()
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
@@ -350,63 +357,118 @@ def _names(rows) -> list:
 
 def _adds_to(edge: tuple, alone: set) -> bool:
     """Whether an edge says more than its ops: neither makes the pass act by itself."""
-    return not any(set(rows_named(n)) <= alone for n in edge)
+    return not any(set(rows_named(n)) <= alone for n in edge[:2])
+
+
+_MAX_EDGE_ARGUMENTS = 3  # a consumer's first this many tensor arguments are candidate places of a producer
+
+
+def _consumer_arguments(name: str) -> tuple:
+    """The tensor arguments of the op ``name`` (its catalog rows'), the first few: where a producer may
+    feed it (``bmm``'s ``self`` and ``mat2``; a matcher reads ``node.args[1]`` as surely as ``args[0]``)."""
+    found: dict = {}
+    for row in rows_named(name):
+        found.update(dict.fromkeys(tensor_arguments(row)))
+    return tuple(found)[:_MAX_EDGE_ARGUMENTS]
 
 
 def _edges_in(gm) -> list:
-    """The ``(producer, consumer)`` catalog names of the call -> call edges of ``gm`` (a getitem
-    stands for the multi-result call it reads)."""
+    """The ``(producer, consumer, argument)`` of the call -> call edges of ``gm``: catalog (or a user's
+    op's) names, and the consumer's argument (schema name) the producer feeds. A getitem stands for
+    the multi-result call it reads, and an ``auto_functionalized(_v2)`` node (post-grad graphs) for
+    the op it wraps, its arguments its keywords."""
     out = []
     for node in gm.graph.nodes:
-        consumer = op_name(node.target) if node.op == "call_function" else None
-        for a in node.all_input_nodes if consumer else ():
-            if a.target is operator.getitem:
-                a = a.args[0]
-            producer = op_name(a.target) if a.op == "call_function" else None
-            if producer:
-                out.append((producer, consumer))
+        consumer = _call_name(node)
+        if not consumer:
+            continue
+        for argument, value in _named_arguments(node):
+            for a in value if isinstance(value, (list, tuple)) else (value,):
+                if not isinstance(a, torch.fx.Node):
+                    continue
+                if a.target is operator.getitem:
+                    a = a.args[0]
+                producer = _call_name(a)
+                if producer:
+                    out.append((producer, consumer, argument))
     return out
 
 
-def _edge_acts(edge: tuple, mutations: bool, acts) -> bool:
-    """Whether ``acts`` holds for one of up to ``_EDGE_EXAMPLES`` graphs of the edge alone (two calls,
-    the consumer on the producer's result), of twice as many drawn (an edge step can fail), tried in
-    the order drawn. The draw stops at the first that acts: the same graphs are tried as when all
-    were drawn first, and a confirmed edge no longer pays for the rest (edges were 15% of the
-    discoveries of tests/test_patterns.py and test_op_families.py on the 2-core AMD EPYC). The graphs
-    are drawn with room for the two calls (and the producer's getitems) and no more: with room for a
-    third call, 60% of them held three and were drawn for nothing (152 of 455 graphs were the edge
-    alone, over the discoveries of reinplace, functorch's CSE and an addmm fusion; 390 of 405 now, in
-    0.7 of the time)."""
-    rows = [r for name in edge for r in rows_named(name) if mutations or r.category != "inplace"]
+def _wrapped(node):
+    """The op an ``auto_functionalized(_v2)`` node (a higher-order op over an OpOverload) wraps, or None."""
+    if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator) and node.args \
+            and isinstance(node.args[0], torch._ops.OpOverload):
+        return node.args[0]
+    return None
+
+
+def _call_name(node) -> str | None:
+    if node.op != "call_function":
+        return None
+    target = _wrapped(node) or node.target
+    name = op_name(target)
+    if name is None and isinstance(target, torch._ops.OpOverload):
+        rows = custom_rows(target)
+        name = rows[0].name if rows else None
+    return name
+
+
+def _named_arguments(node) -> list:
+    """``(schema name, value)`` of a call's arguments, positional and keyword (of the wrapped op's
+    keywords, for an ``auto_functionalized(_v2)`` node)."""
+    if _wrapped(node) is not None:
+        return [(k, v) for k, v in node.kwargs.items() if not k.startswith("_")]
+    schema = getattr(node.target, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    pairs = [(names[i] if i < len(names) else str(i), v) for i, v in enumerate(node.args)]
+    return pairs + list(node.kwargs.items())
+
+
+def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()) -> list:
+    """The ``arguments`` of the consumer at which the producer made ``acts`` hold, of ``pair``'s graphs
+    drawn with the edge alone (two calls, the consumer on the producer's result at one of those
+    arguments in turn: ``Focus.edges`` holds one edge per argument): up to ``_EDGE_EXAMPLES`` of
+    them, of twice as many drawn (an edge step can fail), tried in the order drawn. The draw stops
+    at the first that acts, and that graph's edge says at which argument: the same graphs are tried
+    as when all were drawn first, and a confirmed edge no longer pays for the rest (edges were 15%
+    of the discoveries of tests/test_patterns.py and test_op_families.py on the 2-core AMD EPYC).
+    The graphs are drawn with room for the two calls (and the producer's getitems) and no more: with
+    room for a third call, 60% of them held three and were drawn for nothing (152 of 455 graphs were
+    the edge alone, over the discoveries of reinplace, functorch's CSE and an addmm fusion; 390 of
+    405 now, in 0.7 of the time). The pass's ``constants`` are the focus's scalars, as in its search:
+    the numbers a matcher compares an edge's arguments with (``dim == 0``, ``step == 1``)."""
+    rows = [r for name in pair for r in rows_named(name) if mutations or r.category != "inplace"]
     if not rows:
-        return False
-    producers, consumers = (set(rows_named(name)) for name in edge)
+        return []
+    producers, consumers = (set(rows_named(name)) for name in pair)
     try:
-        strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=(edge,)), min_nodes=2,
+        strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=tuple((*pair, a) for a in arguments),
+                                                scalars=tuple(constants)), min_nodes=2,
                           max_nodes=1 + max((_nodes_of(r) for r in producers), default=1),
                           mutations=mutations, special_values=False, random=True)
     except strategies.InvalidArgument:  # an edge between rows this draw leaves out
-        return False
+        return []
     held, acted = [], []
 
     def tried(case) -> bool:  # True ends the draw
-        if _calls(case.gm) != 2 or not any(set(rows_named(p)) & producers and set(rows_named(c)) & consumers
-                                           for p, c in _edges_in(case.gm)):
+        at = [a for p, c, a in _edges_in(case.gm) if set(rows_named(p)) & producers and set(rows_named(c)) & consumers
+              and a in arguments]
+        if _calls(case.gm) != 2 or not at:
             return False  # not the edge alone: another edge cannot be why the pass acted
         held.append(case)
         if acts(case):
-            acted.append(case)
+            acted.append(at[0])
         return bool(acted) or len(held) == _EDGE_EXAMPLES
 
     _draw_cases(strategy, 2 * _EDGE_EXAMPLES, 0, until=tried)
-    return bool(acted)
+    return acted
 
 
 def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str, timeout) -> list:
-    """Of ``edges`` (pairs of a user's op names, ``verify(ops=)``), those whose own graphs make the pass
-    act: drawn in the search's IR (a post-grad pass matches ``auto_functionalized_v2`` nodes, which
-    discovery's aten probes never hold), the producer feeding the consumer, up to ``_EDGE_EXAMPLES``
+    """Of ``edges`` (``(producer, consumer, argument)`` of a user's op names, ``verify(ops=)``), those whose
+    own graphs make the pass act: drawn in the search's IR (a post-grad pass matches
+    ``auto_functionalized_v2`` nodes, which discovery's aten probes never hold), the producer feeding
+    the consumer's argument of that name, up to ``_EDGE_EXAMPLES``
     graphs each, stopping at the first the pass changes. In a forked child where this process may fork
     (a pass that kills its process then confirms nothing), else here."""
     base = _cache_key(put, mutations)  # cached beside discovery's entry, with what the ops' graphs depend on
@@ -414,7 +476,7 @@ def user_edges_acting(put, edges: list, *, ir: str, mutations: bool, device: str
         f"{base}|user-edges|{ir}|{device}|{edges}|{_user_ops_fingerprint(edges)}".encode()).hexdigest()[:20]
     if key is not None:
         try:
-            return [tuple(e) for e in read_entry(key)["acting"]]
+            return [tuple(e) for e in read_entry(key)["acting"] if len(e) == 3]
         except (OSError, ValueError, KeyError, TypeError):
             pass
     probe = functools.partial(_user_edges, put, list(edges), ir, mutations, device, timeout)
@@ -453,24 +515,42 @@ def _source_digest(fn) -> str:
 
 
 def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
-    acting = []
-    for producer, consumer in edges:
-        try:
-            strategy = graphs(ops=[producer, consumer], focus=Focus(ops=(producer, consumer), edges=((producer, consumer),),
-                                                                   share=1.0),
-                              max_nodes=6, ir=ir, mutations=mutations, special_values=False, device=device)
-        except strategies.InvalidArgument:
-            continue
-        acted = []
+    """Each pair's candidate arguments drawn together (``_user_edge_arguments``), the arguments at which
+    one of its graphs made the pass act kept."""
+    pairs: dict = {}
+    for producer, consumer, argument in edges:
+        pairs.setdefault((producer, consumer), []).append(argument)
+    return [(*pair, a) for pair, arguments in pairs.items()
+            for a in _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout)]
 
-        def tried(case) -> bool:  # True ends the draw
-            acted.append(_acts(put, case, timeout))
-            return acted[-1]
 
-        _draw_cases(strategy, _EDGE_EXAMPLES, 0, until=tried)
-        if any(acted):
-            acting.append((producer, consumer))
-    return acting
+def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -> list:
+    """The ``arguments`` of the consumer at which the producer made the pass act: up to
+    ``_EDGE_EXAMPLES`` graphs holding one (of twice as many drawn) of the pair's ops drawn with an
+    edge at each of them in turn (edge steps
+    alone chain the two: a focus step feeds the producer's result to whichever operand fits), each
+    graph holding one of them (an out buffer the op writes whole cannot be fed, and a graph without
+    the edge confirms nothing), stopping at the first the pass changes: the arguments its edges
+    are at."""
+    producer, consumer = pair
+    try:
+        strategy = graphs(ops=[producer, consumer], focus=Focus(edges=tuple((*pair, a) for a in arguments), share=1.0),
+                          max_nodes=6, ir=ir, mutations=mutations, special_values=False, device=device)
+    except strategies.InvalidArgument:
+        return []
+    acted: list = []
+    holding = [0]
+
+    def tried(case) -> bool:  # True ends the draw
+        held = [a for p, c, a in _edges_in(case.gm) if (p, c) == pair and a in arguments]
+        if held:
+            holding[0] += 1
+            if _acts(put, case, timeout):
+                acted.extend(dict.fromkeys(held))
+        return bool(acted) or holding[0] == _EDGE_EXAMPLES
+
+    _draw_cases(strategy, 2 * _EDGE_EXAMPLES, 0, until=tried)
+    return acted
 
 
 def _calls(gm) -> int:

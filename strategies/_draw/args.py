@@ -169,12 +169,44 @@ def rule_view_dtype(draw, t):
 SHAPE_RULES[C.VIEW_DTYPE] = rule_view_dtype
 
 
+# The argument kinds whose integers index a dim or bound one (what a matcher compares with its own
+# numbers: ``dim == 0``, ``start == 0``, ``step == 1``), with the positions in each rule's list that are
+# dims (the rest bound a dim) and, for a slice, the step's.
+INDEX_KINDS = {C.DIM: (0,), C.DIM_INSERT: (0,), C.SQUEEZABLE_DIM: (0,), C.SLICE: (0,), C.SELECT: (0,),
+                C.FLATTEN: (0, 1), C.UNFOLD: (0,), C.DIAGONAL: (1, 2)}
+
+
+def own_indices(draw, ctx, kind, drawn: list, t) -> list:
+    """In a focus step, each integer of an index argument's rule (``slice``'s dim, start, end and step)
+    is one of the pass's own numbers a third of the time, where one fits there: a dim of the operand's
+    rank, a step of 1-3, a bound of the dim (the rest as drawn: the relation holding and just
+    missing both come up)."""
+    rank = max(t.dim(), 1)
+    dims = INDEX_KINDS[kind]
+    out = list(drawn)
+    for i, v in enumerate(out):
+        if not isinstance(v, int) or isinstance(v, bool) or draw(integers(0, 2)) != 0:
+            continue
+        if i in dims:
+            limit = rank + (1 if kind == C.DIM_INSERT else 0)
+            fits = [int(c) for c in ctx.pass_scalars if float(c).is_integer() and -limit <= c < limit]
+        elif kind == C.SLICE and i == 3:
+            fits = [int(c) for c in ctx.pass_scalars if float(c).is_integer() and 1 <= c <= 3]
+        else:
+            fits = [int(c) for c in ctx.pass_scalars if float(c).is_integer() and abs(c) <= 64]
+        if fits:
+            out[i] = choose(draw, fits)
+    return out
+
+
 def rule_cat(draw, ctx, spec):
     first = operand(draw, ctx, dtypes_ok=spec.dtypes)
     t = first.tensor
     if t.dim() == 0:
         raise StepRejected("cat needs at least one dimension")
     dim = _dim(draw, t.dim())
+    if ctx.focus_step and ctx.pass_scalars:
+        dim = own_indices(draw, ctx, C.DIM, [dim], t)[0]
     d = dim % t.dim()
 
     def same_but_dim(v):

@@ -14,8 +14,8 @@ from .._build.builder import Value
 from .._catalog import vocabulary as C
 from .._draws import choose, flag, integers
 from . import calls, compute_calls, custom_calls
-from .args import SHAPE_RULES, rule_cat
-from .operands import DrawContext, operand, rule_scalar
+from .args import INDEX_KINDS, SHAPE_RULES, own_indices, rule_cat
+from .operands import DrawContext, broadcasts_into, broadcasts_with, in_domain, operand, rule_scalar, take_pin
 
 
 def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
@@ -29,14 +29,30 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
         first = next((a for a in args if isinstance(a, Value)), None)
         return tuple(args), draw_kwargs(draw, ctx, spec, first, kwargs)
     first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
+    # An *equal operands* pair (x op x) a sixth of a focus step's binary calls, where rewrites go
+    # wrong: sub(x, x) -> 0, div(x, x) -> 1, eq(x, x) -> True are wrong only where x holds NaN or an
+    # infinity, so with special values on the value holds them (aims.py: aims add to special values);
+    # lt(x, x) flipped to gt(x, x) is wrong anywhere.
+    pair = (ctx.focus_step and not inplace and first_kind != C.MASK and len(spec.args) > 1
+            and spec.args[1] in (C.TENSOR, C.TENSOR_OR_SCALAR) and draw(integers(0, 5)) == 5)
     first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
-                    metadata=spec.mutates_metadata)
+                    metadata=spec.mutates_metadata, nonfinite=pair)
     # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
     args: list = [first]
     like = first
     floats_ok = bool(spec.dtypes & C.FLOAT)  # bitwise ops take no float scalar
+    names = [a.name for a in spec.overload._schema.arguments]
     for position, kind in enumerate(spec.args[1:], start=1):
         domain = spec.domain_of(position)
+        if pair and position == 1 and spec.dtypes >= {first.tensor.dtype} and \
+                in_domain(first.tensor, domain, ctx.special_values):
+            args.append(first)
+            continue
+        pinned = take_pin(ctx, names[position], lambda v: _fits_at(v, spec, kind, like, inplace, ctx)) \
+            if position < len(names) and kind in (C.TENSOR, C.TENSOR_OR_SCALAR) else None
+        if pinned is not None:  # an edge's producer, at this argument
+            args.append(pinned)
+            continue
         # A tensor-or-scalar operand is a scalar one time in four, one in two in a focus step (one in
         # four again for an edge's consumer: the edge's pattern, add(mm(a, b), bias), has a tensor there).
         if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
@@ -56,8 +72,21 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
         elif kind == C.DTYPE:
             args.append(draw(ctx.dtypes))
         else:
-            args.extend(SHAPE_RULES[kind](draw, first.tensor))
+            drawn = SHAPE_RULES[kind](draw, first.tensor)
+            if ctx.focus_step and ctx.pass_scalars and kind in INDEX_KINDS:
+                drawn = own_indices(draw, ctx, kind, drawn, first.tensor)
+            args.extend(drawn)
     return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
+
+
+
+def _fits_at(v: Value, spec, kind, like: Value, inplace: bool, ctx) -> bool:
+    """Whether ``v`` may be a second operand of ``spec`` beside the first, ``like``."""
+    if v.tensor.dtype not in spec.dtypes:
+        return False
+    if inplace:
+        return broadcasts_into(v.tensor.shape, like.tensor.shape)
+    return broadcasts_with(v.tensor.shape, like.tensor.shape, ctx.max_numel)
 
 
 def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:

@@ -19,7 +19,7 @@ from .._catalog import vocabulary as C
 from .._catalog.custom import note_custom_call, rule_of
 from .._draws import choose, flag, integers
 from .._tensors import scalars
-from .operands import DrawContext, operand
+from .operands import DrawContext, operand, take_pin
 
 
 class RuleError(StepRejected):
@@ -72,7 +72,12 @@ class CallDraw:
         if like is not None:
             shape, dtype = tuple(like.shape), like.dtype
         ok = frozenset({dtype}) if dtype is not None else frozenset(dtypes or self.spec.dtypes)
-        if shape is not None:
+        pinned = take_pin(self._ctx, name, lambda v: v.tensor.dtype in ok and (
+            tuple(v.tensor.shape) == tuple(int(n) for n in shape) if shape is not None
+            else fits(tuple(v.tensor.shape)) if fits is not None else True))
+        if pinned is not None:  # an edge's producer, at this argument
+            v = pinned
+        elif shape is not None:
             shape = tuple(int(n) for n in shape)
             v = operand(self._draw, self._ctx, dtypes_ok=ok, domain=domain, chain=self._first is None,
                         shape_fits=lambda s: s == shape, make_shape=lambda d: shape)

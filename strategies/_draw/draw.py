@@ -37,6 +37,7 @@ from .call import call_args
 from .operands import DrawContext
 from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
+from .edges import INVERSES, edge_at, first_tensor_argument, relate, tensor_arguments
 from .features import graph_features
 from .focus import Focus
 from .hops import HOPS, MAX_SUBGRAPH_NODES, REGION_HOPS, hop_step
@@ -205,14 +206,17 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
 
 
 def _resolve_edges(edges, rows) -> tuple:
-    """``Focus.edges`` as ``(producer row, consumer row)`` pairs among ``rows`` (what this draw may
-    use): a packet name stands for each of its rows."""
+    """``Focus.edges`` as ``(producer row, consumer row, argument name or None)`` among ``rows`` (what
+    this draw may use): a packet name stands for each of its rows; a name the consumer row has no
+    tensor argument of leaves that row out."""
     out = []
-    for producer, consumer in edges:
+    for edge in edges:
+        producer, consumer, name = (*edge, None)[:3]
         found = [rows_named(producer) or custom_rows(producer), rows_named(consumer) or custom_rows(consumer)]
         if not all(found):
-            raise InvalidArgument(f"Focus(edges=...): {(producer, consumer)!r} names an op not in the op catalog")
-        out += [(p, c) for p in found[0] for c in found[1] if p in rows and c in rows]
+            raise InvalidArgument(f"Focus(edges=...): {tuple(edge)!r} names an op not in the op catalog")
+        out += [(p, c, name) for p in found[0] for c in found[1]
+                if p in rows and c in rows and (name is None or name in tensor_arguments(c))]
     return tuple(dict.fromkeys(out))
 
 
@@ -423,12 +427,24 @@ def _focus_step(draw, ctx: DrawContext) -> None:
 
 
 def _edge_step(draw, ctx: DrawContext) -> None:
-    """One of ``ctx.edges`` whole: the consumer on the producer's result (the latest one in the graph
-    half the time, else a new producer call), the arguments they share by name related."""
-    producer, consumer = choose(draw, ctx.edges)
+    """One of ``ctx.edges`` whole. At the consumer's first tensor argument (or an edge naming none): the
+    consumer on the producer's result (the latest one in the graph half the time, else a new
+    producer call). At another argument: a producer built backwards from a shape (``edges.INVERSES``),
+    or any producer of a consumer whose whole call one rule draws, is drawn consumer first
+    (``edges.edge_at``); any other, producer first, its result pinned at the consumer's argument
+    (``DrawContext.pin``: the consumer's rule takes it where it fits, else the edge is not drawn).
+    Either way the arguments they share are related (``edges.relate``)."""
+    producer, consumer, name = choose(draw, ctx.edges)
     b = ctx.builder
     ctx.focus_step = True
     try:
+        at_first = name is None or name == first_tensor_argument(consumer)
+        if not at_first and (producer.overload in INVERSES or (consumer.draws_whole_call
+                                                              and consumer.category != C.CUSTOM)):
+            ctx.aims = aims_of(consumer.overload)
+            ctx.prefer = edge_at(draw, ctx, producer, consumer, name, _keeper(draw))
+            b.focus_results.append(ctx.prefer)
+            return
         made = [v for v in b.values if v.call is not None and v.call[0] is producer]
         if made and flag(draw):
             source = made[-1]
@@ -438,53 +454,25 @@ def _edge_step(draw, ctx: DrawContext) -> None:
             source = b.call(producer, producer.overload, args, kwargs, keep=_keeper(draw))
         if b.n_calls >= ctx.max_nodes or source is None:  # a user's op may write nothing a consumer reads
             return
-        ctx.prefer, ctx.chained, ctx.aims = source, True, aims_of(consumer.overload)
+        ctx.aims = aims_of(consumer.overload)
+        if at_first:
+            ctx.prefer, ctx.chained = source, True
+        else:
+            ctx.pin, ctx.pin_taken = (name, source), False
         try:
             args, kwargs = call_args(draw, ctx, consumer)
+            if not at_first and not ctx.pin_taken:
+                raise StepRejected(f"{consumer.name}'s {name} does not fit {producer.name}'s result")
         finally:
-            ctx.chained = False
+            ctx.chained, ctx.pin = False, None
         if source.call is not None and source.call[0] is producer:  # (a user's op's result is its buffer's)
-            args, kwargs = related_args(draw, consumer, args, kwargs, source.call)
+            args, kwargs = relate(draw, consumer, args, kwargs, source.call)
         ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
         b.focus_results.append(ctx.prefer)
     except StepRejected:
         pass
     finally:
         ctx.focus_step, ctx.aims = False, ()
-
-
-def related_args(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
-    """``(args, kwargs)`` of ``consumer`` related to the producer's call: each integer argument the
-    producer also has by name (``dim``, ``dim0``, ``start``) is the producer's value a third of the
-    time and one off it a sixth (a matcher's ``dim == cdim``, holding and just failing); a ``dtype``
-    is the producer's operand's a third of the time (a round trip of casts)."""
-    spec, p_args, p_kwargs = producer_call
-    names = [a.name for a in spec.overload._schema.arguments]
-    theirs = {**dict(zip(names, p_args)), **p_kwargs}
-    first = next((a for a in p_args if isinstance(a, Value)), None)
-    out, kw = list(args), dict(kwargs)
-    for i, a in enumerate(consumer.overload._schema.arguments):
-        here = out if i < len(out) else kw if a.name in kw else None
-        if here is None:
-            continue
-        key = i if here is out else a.name
-        if a.name == "dtype" and first is not None and isinstance(here[key], torch.dtype):
-            if draw(integers(0, 2)) == 0:
-                here[key] = first.tensor.dtype
-            continue
-        value = theirs.get(a.name)
-        if not _is_int(here[key]) or not _is_int(value):
-            continue
-        u = draw(integers(0, 5))
-        if u < 2:
-            here[key] = value
-        elif u == 2:
-            here[key] = value + (1 if flag(draw) else -1)
-    return tuple(out), kw
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _keeper(draw):

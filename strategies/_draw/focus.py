@@ -5,10 +5,12 @@ when that fits (so producer -> consumer pairs such as ``log(exp(x))`` occur), an
 operands from the focus scalars and 0, 1, -1, 2, 0.5 half the time. A share of graphs
 (``1 - share``) is drawn unfocused, for breadth.
 
-``edges`` name producer -> consumer pairs a pass matches (``mm`` feeding ``add``): half the focus
-steps of a graph draw one of them whole, the consumer on the producer's result, with the arguments
-the two share by name (``dim``, ``dim0``) equal a third of the time and one apart a sixth (the
-relation a matcher checks, holding and just failing: where its bugs live).
+``edges`` name producer -> consumer pairs a pass matches (``mm`` feeding ``add``), and where a third
+item says so the consumer's argument the producer feeds (``("aten.transpose.int", "aten.bmm.default",
+"mat2")``: ``edges.py``): half the focus steps of a graph draw one of them whole, the consumer on the
+producer's result, with the arguments the two share by name (``dim``, ``dim0``) equal a third of the
+time and one apart a sixth (the relation a matcher checks, holding and just failing: where its bugs
+live).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ BASIC_SCALARS = (0, 1, -1, 2, 0.5)
 class Focus:
     """``ops``: catalog rows, overloads or names; ``scalars``: numbers; ``share``: focused graphs;
     ``seeds``: ``SeedGraph``s (example programs) a focused graph embeds, about one step in four;
-    ``edges``: ``(producer, consumer)`` pairs of ops (rows, overloads or names) drawn chained;
+    ``edges``: ``(producer, consumer)`` pairs of ops (rows, overloads or names) drawn chained, or
+    ``(producer, consumer, argument)``: at the consumer's argument of that schema name;
     ``acting``: those of ``ops`` the pass acts on by themselves (what it matches, not what it emits),
     drawn three times as often as the others; ``hops``: higher-order ops drawn in every graph, focused
     or not (``graphs(hops=)``)."""
@@ -48,8 +51,11 @@ class Focus:
             raise InvalidArgument(f"Focus(share={self.share!r}) must be in (0, 1]")
         if not all(isinstance(g, SeedGraph) for g in self.seeds):
             raise InvalidArgument(f"Focus(seeds=...) must be SeedGraphs, got {[type(g).__name__ for g in self.seeds]}")
-        if not all(isinstance(e, (tuple, list)) and len(e) == 2 for e in self.edges):
-            raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops")
+        if not all(isinstance(e, (tuple, list)) and (len(e) == 2 or (len(e) == 3 and isinstance(e[2], (str, type(None)))))
+                   for e in self.edges):
+            raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops, or "
+                                  f"(producer, consumer, argument) triples: the consumer's argument the producer "
+                                  f"feeds, by its schema name (\"mat2\")")
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
         object.__setattr__(self, "hops", check_hops(self.hops, ir=None))
         object.__setattr__(self, "acting", tuple(self.acting))

@@ -18,9 +18,17 @@ from hypothesis import strategies as st
 
 from .._build.builder import CONSTANT, GraphBuilder, StepRejected, Value, writable
 from .._catalog import vocabulary as C
-from .._catalog.aims import FINITE, INTEGRAL, TIES, aimed
+from .._catalog.aims import FINITE, INTEGRAL, SMALL, TIES, aimed, with_nonfinite
 from .._draws import choose, flag, integers, neutral_or_index
 from .._tensors import Layout, broadcastable_shapes, in_float_domain, scalars, tensor_with_layout
+
+
+def take_pin(ctx, name: str, fits) -> Value | None:
+    """The pinned value (``ctx.pin``) where it is for argument ``name`` and ``fits(value)``, else None."""
+    if ctx.pin is None or ctx.pin[0] != name or ctx.pin_taken or not fits(ctx.pin[1]):
+        return None
+    ctx.pin_taken = True
+    return ctx.pin[1]
 
 
 @dataclass
@@ -41,6 +49,10 @@ class DrawContext:
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     edges: tuple = ()  # (producer row, consumer row) pairs a focused graph draws chained
     chained: bool = False  # an edge's consumer is being drawn: its first operand is ctx.prefer where it fits
+    # an edge's consumer is being drawn with the producer's result at its argument of this name:
+    # (name, value), the rule drawing that argument takes it where it fits (and sets pin_taken)
+    pin: tuple | None = None
+    pin_taken: bool = False
     aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_catalog/aims.py)
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_draw/seeds.py)
     max_nodes: int = 64
@@ -89,13 +101,16 @@ def broadcasts_into(shape, target) -> bool:
 
 def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Value | None = None,
             into: bool = False, target: bool = False, metadata: bool = False, shape_fits=None,
-            make_shape=None, chain: bool = True) -> Value:
+            make_shape=None, chain: bool = True, nonfinite: bool = False) -> Value:
     """Pick an operand: an existing value that fits, or (last choice) a new input or constant.
 
     ``like``: the first operand, which this one must broadcast with (``into``: broadcast *into*
     its shape, as in-place ops require). ``target``: the operand an in-place op writes to.
     ``shape_fits(shape)``: what shapes fit (matmul's inner dim, conv's channels), and
     ``make_shape(draw)`` the shape of a new leaf; ``chain``: may be the latest focus op's result.
+    ``nonfinite``: a floating value holding NaN or an infinity (the operand of an *equal operands*
+    pair, ``x op x``): an existing one half the time where one fits, else a new leaf holding them;
+    where no floating value fits, picked as any other.
     """
     b = ctx.builder
 
@@ -116,16 +131,19 @@ def operand(draw, ctx: DrawContext, *, dtypes_ok, domain=C.ANY_VALUE, like: Valu
     chained = ctx.prefer is not None and like is None and chain and fits(ctx.prefer)
     if chained and (ctx.chained or flag(draw)):
         return ctx.prefer  # chain focus ops: producer -> consumer
+    if nonfinite and ctx.special_values:
+        holding = [v for v in b.values if v.tensor.is_floating_point() and fits(v) and _holds_nonfinite(v.tensor)]
+        if holding and flag(draw):
+            return choose(draw, holding)
+        v = _nonfinite_leaf(draw, ctx, dtypes_ok, domain)
+        if v is not None:
+            return v
     # In a focus step, an operand is a new leaf holding values aimed at the op half the time (ties
     # with the first operand, values a narrower dtype cannot hold, overflowing magnitudes, zeros).
     if ctx.aims and not target and (shape_fits is None or make_shape is not None) and flag(draw):
         v = _aimed_leaf(draw, ctx, dtypes_ok, domain, like, into, make_shape)
         if v is not None:
             return v
-    # In a focus step, a second operand is the first one itself one time in four: x op x is where
-    # rewrites go wrong (sub(x, x) -> 0 at inf, lt(x, x) flipped to gt(x, x), x / x -> 1 at 0).
-    if ctx.focus_step and like is not None and not target and fits(like) and draw(integers(0, 3)) == 3:
-        return like
     # In a focus step a second operand is shaped like a bias half the time: the first operand's
     # dtype, and a shape that broadcasts *into* the first's (a matmul plus a bias row, a norm times
     # a weight: what fusion patterns match and where their operand checks go wrong).
@@ -174,17 +192,47 @@ def _aimed_leaf(draw, ctx: DrawContext, dtypes_ok, domain, like: Value | None, i
             (_shapes_broadcasting_into(draw, tuple(like.tensor.shape)) if into else draw(_broadcastable(tuple(like.tensor.shape))))
     if dtype not in dtypes_ok or math.prod(shape) > ctx.max_numel:
         return None
-    _, base, _ = tensor_with_layout(draw, dtype, shape, domain, special_values=ctx.special_values and aim != FINITE,
-                                    noncontiguous=False)
+    _, base, _ = tensor_with_layout(draw, dtype, shape, domain,
+                                    special_values=ctx.special_values and aim not in (FINITE, SMALL), noncontiguous=False)
     values = aimed(draw, aim, base, like.tensor if like is not None else None)
     if values is None or not in_domain(values, domain, ctx.special_values) or \
             (values.is_floating_point() and not ctx.special_values and not torch.isfinite(values).all()):
         values = base  # still a fresh leaf of a drawn dtype: existing values are mostly floats where specials fit
     if not in_domain(values, domain, ctx.special_values):
         return None
+    return _add_leaf(draw, ctx, values, room)
+
+
+def _add_leaf(draw, ctx: DrawContext, values: torch.Tensor, room: bool) -> Value:
+    """``values`` as a new contiguous input (where there is room) or constant."""
     if room and (not ctx.constants or flag(draw) is False):
-        return b.add_input(values.cpu(), Layout())
-    return b.add_constant(values)
+        return ctx.builder.add_input(values.cpu(), Layout())
+    return ctx.builder.add_constant(values)
+
+
+def _holds_nonfinite(t: torch.Tensor) -> bool:
+    return t.numel() > 0 and not bool(torch.isfinite(t).all())
+
+
+def _nonfinite_leaf(draw, ctx: DrawContext, dtypes_ok, domain) -> Value | None:
+    """A new contiguous floating leaf, its values drawn with special values and then NaN or an
+    infinity at a drawn quarter of its positions (``aims.with_nonfinite``); None where the op takes
+    no floating dtype, or no leaf fits."""
+    room = len(ctx.builder.recipes) < ctx.max_inputs
+    floats = sorted((d for d in dtypes_ok if d.is_floating_point), key=str)
+    if (not room and not ctx.constants) or not floats:
+        return None
+    dtype = draw(ctx.dtypes)
+    if dtype not in floats:
+        dtype = choose(draw, floats)
+    shape = tuple(draw(ctx.shapes))
+    if math.prod(shape) == 0 or math.prod(shape) > ctx.max_numel:
+        return None
+    _, base, _ = tensor_with_layout(draw, dtype, shape, domain, special_values=True, noncontiguous=False)
+    values = with_nonfinite(draw, base)
+    if not in_domain(values, domain, ctx.special_values):
+        return None
+    return _add_leaf(draw, ctx, values, room)
 
 
 def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target, make_shape=None) -> Value:
