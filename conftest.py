@@ -11,7 +11,7 @@ Nothing here imports torch, and nothing here changes what a test does.
 """
 
 LONGEST_FIRST = (
-    "tests/test_custom_ops.py", "tests/test_cli_verify.py", "tests/test_device.py", "tests/test_ir.py",
+    "tests/test_custom_ops.py", "tests/test_matcher_corpus.py", "tests/test_cli_verify.py", "tests/test_device.py", "tests/test_ir.py",
     "tests/test_dynamic.py", "tests/test_op_families.py", "tests/test_search.py",
     "conformance/suite/test_torch_passes.py", "tests/test_planted.py", "tests/test_gpu_targets.py",
     "tests/test_strategies.py", "tests/test_database.py", "tests/test_patterns.py", "tests/test_docs.py",

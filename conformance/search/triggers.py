@@ -56,7 +56,7 @@ from .trigger_cache import _cache_key, _discovering, read_entry, write_entry
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _PAYOFF_EXAMPLES = 24
-_EDGE_EXAMPLES = 8  # graphs drawn per candidate edge to confirm it
+_EDGE_EXAMPLES = 12  # graphs holding a candidate edge drawn to confirm it (per argument of the consumer)
 _MAX_EDGE_OPS = 4  # pairs of the first this many code-named ops are candidate edges (16 at most)
 WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
 # Probing runs the pass 410-500 times (measured on Inductor's and torch.fx's passes). It stops after
@@ -189,6 +189,16 @@ def _nodes_of(row) -> int:
     (one for a list of tensors)."""
     results = row.overload._schema.returns
     return 1 + (len(results) if len(results) > 1 else isinstance(results[0].type, torch.ListType))
+
+
+def _room_of(row) -> int:
+    """The nodes one call of ``row`` may take as an edge's producer: ``_nodes_of``, and for a list of
+    tensors (split, chunk, unbind: up to four pieces drawn) a getitem for each piece, all of which a
+    list's consumer reads (cat of every piece of a split)."""
+    results = row.overload._schema.returns
+    if len(results) == 1 and isinstance(results[0].type, torch.ListType):
+        return 1 + 4
+    return _nodes_of(row)
 
 
 def _holds(op, case) -> bool:
@@ -428,8 +438,9 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
     """The ``arguments`` of the consumer at which the producer made ``acts`` hold, of ``pair``'s graphs
     drawn with the edge alone (two calls, the consumer on the producer's result at one of those
     arguments in turn: ``Focus.edges`` holds one edge per argument): up to ``_EDGE_EXAMPLES`` of
-    them, of twice as many drawn (an edge step can fail), tried in the order drawn. The draw stops
-    at the first that acts, and that graph's edge says at which argument: the same graphs are tried
+    them for each argument, of twice as many drawn (an edge step can fail), tried in the order
+    drawn. The draw stops
+    at the first that acts, and that graph's edges say at which arguments: the same graphs are tried
     as when all were drawn first, and a confirmed edge no longer pays for the rest (edges were 15%
     of the discoveries of tests/test_patterns.py and test_op_families.py on the 2-core AMD EPYC).
     The graphs are drawn with room for the two calls (and the producer's getitems) and no more: with
@@ -444,7 +455,7 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
     try:
         strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=tuple((*pair, a) for a in arguments),
                                                 scalars=tuple(constants)), min_nodes=2,
-                          max_nodes=1 + max((_nodes_of(r) for r in producers), default=1),
+                          max_nodes=1 + max((_room_of(r) for r in producers), default=1),
                           mutations=mutations, special_values=False, random=True)
     except strategies.InvalidArgument:  # an edge between rows this draw leaves out
         return []
@@ -457,10 +468,11 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
             return False  # not the edge alone: another edge cannot be why the pass acted
         held.append(case)
         if acts(case):
-            acted.append(at[0])
-        return bool(acted) or len(held) == _EDGE_EXAMPLES
+            acted.extend(a for a in dict.fromkeys(at) if a not in acted)  # held at two: either may be why
+        return bool(acted) or len(held) == budget
 
-    _draw_cases(strategy, 2 * _EDGE_EXAMPLES, 0, until=tried)
+    budget = _EDGE_EXAMPLES * len(arguments)  # as many graphs for each argument as an edge had alone
+    _draw_cases(strategy, 2 * budget, 0, until=tried)
     return acted
 
 

@@ -9,6 +9,7 @@ draws ``cat``'s tensor list, the one kind whose operands are a list.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 
 from hypothesis import strategies as st
@@ -213,8 +214,25 @@ def rule_cat(draw, ctx, spec):
         s = v.tensor.shape
         return v.tensor.dim() == t.dim() and all(a == b for i, (a, b) in enumerate(zip(s, t.shape)) if i != d)
 
+    siblings = _siblings(ctx, first)
+    if ctx.focus_step and len(siblings) > 1 and draw(integers(0, 3)) != 0:
+        # every result of one split (chunk, unbind) in order, three times in four: what split-cat
+        # eliminations match
+        return (siblings, dim), {}
     others = []
     for _ in range(draw(integers(0, 2))):
         candidates = [v for v in ctx.builder.values if same_but_dim(v) and v.tensor.dtype in spec.dtypes]
         others.append(choose(draw, candidates))
     return ([first, *others], dim), {}
+
+
+def _siblings(ctx, first) -> list:
+    """Where ``first`` is a getitem of a multi-result call, the getitems of that call in index order
+    (each result once), else []."""
+    node = first.node
+    if node.op != "call_function" or node.target is not operator.getitem:
+        return []
+    source = node.args[0]
+    items = {v.node.args[1]: v for v in ctx.builder.values
+             if v.node.op == "call_function" and v.node.target is operator.getitem and v.node.args[0] is source}
+    return [items[i] for i in sorted(items)] if sorted(items) == list(range(len(items))) else []

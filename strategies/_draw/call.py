@@ -31,9 +31,11 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     first_dtypes = frozenset({torch.bool}) if first_kind == C.MASK else spec.dtypes
     # An *equal operands* pair (x op x) a sixth of a focus step's binary calls, where rewrites go
     # wrong: sub(x, x) -> 0, div(x, x) -> 1, eq(x, x) -> True are wrong only where x holds NaN or an
-    # infinity, so with special values on the value holds them (aims.py: aims add to special values);
-    # lt(x, x) flipped to gt(x, x) is wrong anywhere.
-    pair = (ctx.focus_step and not inplace and first_kind != C.MASK and len(spec.args) > 1
+    # infinity, so with special values on the value holds them (aims.py: aims add to
+    # special values); lt(x, x) flipped to gt(x, x) is wrong anywhere, and integer x - x is exact.
+    # Not in an edge step: an edge's consumer reads its producer, and a pair there would make a pass
+    # that acts on x op x alone act on every edge into that op (discovery took them for edges).
+    pair = (ctx.focus_step and not ctx.in_edge and not inplace and first_kind != C.MASK and len(spec.args) > 1
             and spec.args[1] in (C.TENSOR, C.TENSOR_OR_SCALAR) and draw(integers(0, 5)) == 5)
     first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
                     metadata=spec.mutates_metadata, nonfinite=pair)

@@ -431,16 +431,20 @@ def _edge_step(draw, ctx: DrawContext) -> None:
     consumer on the producer's result (the latest one in the graph half the time, else a new
     producer call). At another argument: a producer built backwards from a shape (``edges.INVERSES``),
     or any producer of a consumer whose whole call one rule draws, is drawn consumer first
-    (``edges.edge_at``); any other, producer first, its result pinned at the consumer's argument
-    (``DrawContext.pin``: the consumer's rule takes it where it fits, else the edge is not drawn).
+    (``edges.edge_at``); any other half the time so, half the time producer first, its result
+    pinned at the consumer's argument (``DrawContext.pin``: the consumer's rule takes it where it
+    fits, else the edge is not drawn).
     Either way the arguments they share are related (``edges.relate``)."""
     producer, consumer, name = choose(draw, ctx.edges)
     b = ctx.builder
-    ctx.focus_step = True
+    ctx.focus_step = ctx.in_edge = True
     try:
         at_first = name is None or name == first_tensor_argument(consumer)
+        # consumer first where the producer is built backwards, where one rule draws the consumer's
+        # whole call, and else half the time: the producer then reads the operand it replaces
+        # (zeros_like of a bias-shaped operand), where drawn first it reads any value
         if not at_first and (producer.overload in INVERSES or (consumer.draws_whole_call
-                                                              and consumer.category != C.CUSTOM)):
+                                                              and consumer.category != C.CUSTOM) or flag(draw)):
             ctx.aims = aims_of(consumer.overload)
             ctx.prefer = edge_at(draw, ctx, producer, consumer, name, _keeper(draw))
             b.focus_results.append(ctx.prefer)
@@ -451,7 +455,10 @@ def _edge_step(draw, ctx: DrawContext) -> None:
         else:
             ctx.aims = aims_of(producer.overload)
             args, kwargs = call_args(draw, ctx, producer)
-            source = b.call(producer, producer.overload, args, kwargs, keep=_keeper(draw))
+            # a consumer of a list (cat, stack) gets every result of a multi-result producer (split):
+            # split-cat eliminations match all of them, in order
+            keep = (lambda i: True) if _lists(consumer, name) else _keeper(draw)
+            source = b.call(producer, producer.overload, args, kwargs, keep=keep)
         if b.n_calls >= ctx.max_nodes or source is None:  # a user's op may write nothing a consumer reads
             return
         ctx.aims = aims_of(consumer.overload)
@@ -472,7 +479,13 @@ def _edge_step(draw, ctx: DrawContext) -> None:
     except StepRejected:
         pass
     finally:
-        ctx.focus_step, ctx.aims = False, ()
+        ctx.focus_step, ctx.in_edge, ctx.aims = False, False, ()
+
+
+def _lists(consumer, name) -> bool:
+    """Whether the consumer's argument ``name`` (its first tensor argument where None) is a list of tensors."""
+    name = name or first_tensor_argument(consumer)
+    return any(a.name == name and str(a.type).startswith("List[Tensor]") for a in consumer.overload._schema.arguments)
 
 
 def _keeper(draw):

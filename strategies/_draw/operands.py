@@ -53,6 +53,7 @@ class DrawContext:
     # (name, value), the rule drawing that argument takes it where it fits (and sets pin_taken)
     pin: tuple | None = None
     pin_taken: bool = False
+    in_edge: bool = False  # an edge step is being drawn: its calls are the edge's, no equal-operands pair
     aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_catalog/aims.py)
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_draw/seeds.py)
     max_nodes: int = 64

@@ -22,6 +22,7 @@ one check a matcher of that shape gets wrong.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Callable
@@ -142,8 +143,8 @@ def _slice_of_cat(check_dim: bool):
             return None
         cat = n.args[0]
         tensors, out = cat.args[0], _val(cat)
-        if out is None or out.dim() == 0:
-            return None
+        if out is None or out.dim() == 0 or len(cat.users) != 1:
+            return None  # (another reader of the cat, an output or a view of it, shares the slice's storage)
         cdim = _dim(_arg(cat, 1, "dim", 0), out.dim())
         dim, start, end, step = (_arg(n, 1, "dim", 0), _arg(n, 2, "start", None), _arg(n, 3, "end", None),
                                  _arg(n, 4, "step", 1))
@@ -198,29 +199,32 @@ def noop_slice_off_by_one(gm):
     return _rewrite(gm, _noop_slice(1))
 
 
-# --- 4. sub(x, x) -> zeros_like(x) ----------------------------------------------------------------------------
+# --- 4. sub(x, x) -> x * 0 (NaN and inf kept: NaN * 0 and inf * 0 are NaN, as inf - inf is) ---------------
 
 
-def _sub_self(floats: bool):
+def sub_self_to_mul_by_zero(gm):
+    """sub(x, x) -> mul(x, 0): 0 where x is finite, NaN where it is NaN or infinite, as x - x is (the
+    sign of a zero aside: -1.0 * 0 is -0.0)."""
     def match(g, n):
         if not _is(n, aten.sub.Tensor) or len(n.args) < 2 or n.args[0] is not n.args[1] or "alpha" in n.kwargs:
             return None
         v = _val(n.args[0])
-        if v is None or (v.is_floating_point() and not floats) or v.dtype is torch.bool or v.is_complex():
+        if v is None or v.dtype is torch.bool or v.is_complex():
             return None
-        return g.call_function(aten.zeros_like.default, (n.args[0],), {"memory_format": CONTIGUOUS}) \
-            if v.is_contiguous() else None
-    return match
-
-
-def sub_self_integers(gm):
-    """sub(x, x) -> 0 where x is an integer tensor (exact there)."""
-    return _rewrite(gm, _sub_self(False))
+        return g.call_function(aten.mul.Tensor, (n.args[0], 0))
+    return _rewrite(gm, match)
 
 
 def sub_self_to_zeros(gm):
-    """Buggy: on floats too, where x - x is NaN for x = NaN or +-inf."""
-    return _rewrite(gm, _sub_self(True))
+    """Buggy: sub(x, x) -> zeros_like(x), where x - x is NaN for x = NaN or +-inf."""
+    def match(g, n):
+        if not _is(n, aten.sub.Tensor) or len(n.args) < 2 or n.args[0] is not n.args[1] or "alpha" in n.kwargs:
+            return None
+        v = _val(n.args[0])
+        if v is None or v.dtype is torch.bool or v.is_complex() or not v.is_contiguous():
+            return None
+        return g.call_function(aten.zeros_like.default, (n.args[0],), {"memory_format": CONTIGUOUS})
+    return _rewrite(gm, match)
 
 
 # --- 5. add(mm(a, b), bias) -> addmm(bias, a, b) (Inductor post-grad's addmm fusion) --------------------------
@@ -564,11 +568,24 @@ def _clamp_fold(intersect: bool):
         if not _is(n, aten.clamp.default) or not _is(n.args[0], aten.clamp.default):
             return None
         (a, b), (c, d) = _bounds(n.args[0]), _bounds(n)
-        if None in (a, b, c, d) or any(isinstance(v, fx.Node) for v in (a, b, c, d)):
+        given = [v for v in (a, b, c, d) if v is not None]
+        if any(isinstance(v, (fx.Node, bool)) or not math.isfinite(v) for v in given):
+            return None  # (a NaN bound: Python's max and min of it depend on the order)
+        # a float bound of an integer tensor promotes it, and the folded bounds may not hold that one
+        if not _val(n.args[0].args[0]).is_floating_point() and not all(isinstance(v, int) for v in given):
             return None
-        if a > b or c > d or max(a, c) > min(b, d) or not all(type(v) is type(a) for v in (b, c, d)):
+        if (a is not None and b is not None and a > b) or (c is not None and d is not None and c > d):
             return None
-        lo, hi = (max(a, c), min(b, d)) if intersect else (min(a, c), max(b, d))
+        lows, highs = [v for v in (a, c) if v is not None], [v for v in (b, d) if v is not None]
+        if intersect:
+            lo, hi = (max(lows) if lows else None), (min(highs) if highs else None)
+        else:  # a bound one of them lacks is no bound of their union
+            lo = min(lows) if len(lows) == 2 else None
+            hi = max(highs) if len(highs) == 2 else None
+        if lo is not None and hi is not None and lo > hi:
+            return None
+        if lo is None and hi is None:
+            return g.call_function(aten.clone.default, (n.args[0].args[0],))
         return g.call_function(aten.clamp.default, (n.args[0].args[0], lo, hi))
     return match
 
@@ -785,9 +802,8 @@ def _split_cat(check_dim: bool):
             return None
         x = split.args[0]
         rank = _val(x).dim()
-        if check_dim and _dim(_arg(n, 1, "dim", 0), rank) != _dim(_arg(split, 2, "dim", 0), rank):
-            return None
-        if _val(n).shape != _val(x).shape:
+        if check_dim and (_dim(_arg(n, 1, "dim", 0), rank) != _dim(_arg(split, 2, "dim", 0), rank)
+                          or _val(n).shape != _val(x).shape):
             return None
         return _copy(g, x)
     return match
@@ -798,7 +814,8 @@ def split_then_cat(gm):
 
 
 def split_then_cat_along_any_dim(gm):
-    """Buggy: a cat of every piece of a split undoes it whatever dim the cat joins along."""
+    """Buggy: a cat of every piece of a split undoes it whatever dim the cat joins along (its shape
+    unchecked as well: the matcher took the dims for equal)."""
     return _rewrite(gm, _split_cat(False))
 
 
@@ -832,7 +849,7 @@ CORPUS = {
                             "the slice's dim not checked against the cat's", "Inductor split_cat.py (slice of cat)"),
     "noop-slice": Matcher(_HERE + "noop_slice", _HERE + "noop_slice_off_by_one", "end one short of the size taken as the end",
                           "vLLM NoOpEliminationPass (slice)"),
-    "sub-self": Matcher(_HERE + "sub_self_integers", _HERE + "sub_self_to_zeros", "x - x at NaN or inf",
+    "sub-self": Matcher(_HERE + "sub_self_to_mul_by_zero", _HERE + "sub_self_to_zeros", "x - x taken for 0 at NaN or inf",
                         "joint_graph.py remove_no_ops-style algebra"),
     "addmm-fusion": Matcher(_HERE + "addmm_fusion", _HERE + "addmm_fusion_dropping_alpha", "add's alpha dropped",
                             "Inductor post_grad.py addmm pattern (pytorch finding: alpha)"),
@@ -877,7 +894,7 @@ CORPUS = {
     "mean-as-sum": Matcher(_HERE + "mean_as_sum_over_count", _HERE + "mean_as_sum_over_numel",
                            "divided by numel, not the reduced count", "reduction decompositions"),
     "split-then-cat": Matcher(_HERE + "split_then_cat", _HERE + "split_then_cat_along_any_dim",
-                              "the cat's dim not compared with the split's", "Inductor split_cat.py"),
+                              "the cat's dim (and so its shape) not compared with the split's", "Inductor split_cat.py"),
     # vLLM-style fusions over a user's out-variant ops in post-grad graphs (examples/)
     "rms-norm-quant-fusion": Matcher("mylib_fusion:fuse_rms_norm_quant", "mylib_fusion:fuse_ignoring_epsilon",
                                      "the norm's epsilon dropped", "vLLM compilation/fusion.py (RMSNormQuantFusionPass)",
