@@ -314,12 +314,21 @@ def _expand(draw, ctx, shape, dtype):
     return (_source(draw, ctx, src, dtype), size), {}
 
 
-def _slice(draw, ctx, shape, dtype):
+def _along(draw, ctx, shape):
+    """``(rank, d, n)``: a dim ``d`` of ``shape`` to build along (the pass's own half the time) and its
+    size; None for a 0-d shape."""
     rank = len(shape)
     if rank == 0:
         return None
     d = _dim(draw, ctx, rank)
-    n = shape[d % rank]
+    return rank, d, shape[d % rank]
+
+
+def _slice(draw, ctx, shape, dtype):
+    along = _along(draw, ctx, shape)
+    if along is None:
+        return None
+    rank, d, n = along
     step = 1 if draw(integers(0, 2)) else 2
     start = draw(integers(0, 2))
     length = start + (n * step - (step - 1) if n else 0) + draw(integers(0, 2))
@@ -332,11 +341,10 @@ def _slice(draw, ctx, shape, dtype):
 
 
 def _cat(draw, ctx, shape, dtype):
-    rank = len(shape)
-    if rank == 0:
+    along = _along(draw, ctx, shape)
+    if along is None:
         return None
-    d = _dim(draw, ctx, rank)
-    n = shape[d % rank]
+    rank, d, n = along
     pieces = draw(integers(2, 3))
     cuts = sorted(draw(integers(0, n)) for _ in range(pieces - 1))
     sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
