@@ -208,7 +208,7 @@ def test_a_pass_that_only_removes_dead_code_is_vacuous_unless_that_is_its_job(pa
     is a verdict (exit 0), the same graphs counted as acted on."""
     report = tmp_path / "r.json"
     r = _main(capsys, "verify", f"{passes}:clean_up_only", "--max-examples", "30", "--seed", "1", "--focus", "none",
-              "--repro-dir", tmp_path, "--json", report)
+              "--device", "cpu", "--repro-dir", tmp_path, "--json", report)
     assert r.returncode == 4, r.stdout + r.stderr
     doc = json.loads(report.read_text())
     assert doc["vacuous"] and doc["rewrites"] == 0 and doc["changed"] == doc["changed_dead_code_only"] > 0, doc
@@ -221,7 +221,7 @@ def test_a_pass_that_only_removes_dead_code_is_vacuous_unless_that_is_its_job(pa
                            f"code: its rewrite never fired"), last
     assert "--dce-pass" in last and "OK:" not in r.stdout
     r = _main(capsys, "verify", "torch.fx.graph:Graph.eliminate_dead_code", "--max-examples", "30", "--seed", "1",
-              "--focus", "none", "--repro-dir", tmp_path, "--dce-pass", "--json", report)
+              "--focus", "none", "--device", "cpu", "--repro-dir", tmp_path, "--dce-pass", "--json", report)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(report.read_text())
     assert not doc["vacuous"] and doc["dce_pass"] and doc["rewrites"] == 0 and doc["changed"] > 0, doc

@@ -162,14 +162,9 @@ def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple) -> None:
     """A consumer's ``start`` and ``end`` (or ``index``) at one piece of a cat, a ``step`` of 1: all a
     third of the time (``slice(cat([a, b]), 0, len(a), len(a) + len(b))``), one of the bounds one off
     a sixth."""
-    names = [a.name for a in consumer.overload._schema.arguments]
-
-    def slot(name):
-        if name in kw:
-            return kw, name
-        if name in names and names.index(name) < len(out):
-            return out, names.index(name)
-        return None
+    def slot(name):  # (the list or dict that holds it, its key), as find_slot finds it
+        found = find_slot(consumer, out, kw, name)
+        return None if found is None else (out if found[0] == "args" else kw, found[1])
 
     u = draw(integers(0, 5))
     if u > 2:
