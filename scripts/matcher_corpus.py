@@ -4,6 +4,8 @@ graphs at each seed, whether it holds, and at which graph its buggy twin is caug
 Markdown table of docs/fire-rates.md, and written as JSON with ``--json``.
 
     .venv/bin/python scripts/matcher_corpus.py --seeds 0 1 2 --jobs 2 --json /tmp/corpus.json
+
+``--corpus structures`` measures tests/passes/structures.py's passes instead (issue 56 item 5).
 """
 
 from __future__ import annotations
@@ -26,14 +28,23 @@ def _setup() -> None:
             sys.path.insert(0, path)
 
 
-def run(name: str, seed: int, examples: int) -> dict:
+def _corpus(which: str) -> dict:
+    if which == "structures":
+        from tests.passes.structures import STRUCTURES
+
+        return STRUCTURES
+    from tests.passes.matchers import CORPUS
+
+    return CORPUS
+
+
+def run(name: str, seed: int, examples: int, which: str = "matchers") -> dict:
     """Both twins of ``name`` at ``seed``: the correct twin's counts and verdict, the buggy twin's catch."""
     _setup()
     warnings.filterwarnings("ignore")
     from conformance import verify
-    from tests.passes.matchers import CORPUS
 
-    m = CORPUS[name]
+    m = _corpus(which)[name]
     options = dict(ir=m.ir, graphs=m.graphs, ops=m.ops, max_examples=examples, seed=seed, device="cpu",
                    shrink=False, repro_dir=None)
     t0 = time.monotonic()
@@ -49,9 +60,8 @@ def run(name: str, seed: int, examples: int) -> dict:
             "seconds": [round(t1 - t0, 1), round(time.monotonic() - t1, 1)]}
 
 
-def table(records: list, examples: int) -> str:
-    from tests.passes.matchers import CORPUS
-
+def table(records: list, examples: int, which: str = "matchers") -> str:
+    CORPUS = _corpus(which)
     seeds = sorted({r["seed"] for r in records})
     by = {(r["name"], r["seed"]): r for r in records}
     head = ("| matcher | shape of | correct twin: rewrites in " + str(examples) + " graphs, seeds "
@@ -75,20 +85,19 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=None, help="a substring of the matcher names")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--corpus", choices=("matchers", "structures"), default="matchers")
     args = parser.parse_args(argv)
     _setup()
-    from tests.passes.matchers import CORPUS
-
-    names = [n for n in CORPUS if args.only is None or args.only in n]
+    names = [n for n in _corpus(args.corpus) if args.only is None or args.only in n]
     work = [(n, s) for n in names for s in args.seeds]
     records = []
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        for record in pool.map(run, *zip(*work), [args.max_examples] * len(work)):
+        for record in pool.map(run, *zip(*work), [args.max_examples] * len(work), [args.corpus] * len(work)):
             records.append(record)
             print(json.dumps(record), file=sys.stderr, flush=True)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(records, indent=1) + "\n")
-    print(table(records, args.max_examples))
+    print(table(records, args.max_examples, args.corpus))
     return 0
 
 

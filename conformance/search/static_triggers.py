@@ -79,7 +79,9 @@ class _Walker:
         if depth > 12 or id(obj) in self.seen or self.codes > _MAX_CODE_OBJECTS:
             return
         self.seen.add(id(obj))
-        if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        if isinstance(obj, (int, float)):  # a number in a table the pass reads ({aten.add.Tensor: 0})
+            self.constant(obj)
+        elif isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             self.op(obj, "code")
         elif isinstance(obj, torch._ops.HigherOrderOperator):
             self.hop(obj.name())

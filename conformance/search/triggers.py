@@ -447,7 +447,9 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
     room for a third call, 60% of them held three and were drawn for nothing (152 of 455 graphs were
     the edge alone, over the discoveries of reinplace, functorch's CSE and an addmm fusion; 390 of
     405 now, in 0.7 of the time). The pass's ``constants`` are the focus's scalars, as in its search:
-    the numbers a matcher compares an edge's arguments with (``dim == 0``, ``step == 1``)."""
+    the numbers a matcher compares an edge's arguments with (``dim == 0``, ``step == 1``). Its leaves
+    are inputs: an edge on constants alone reaches no output, and a rewrite of it is dead-code
+    removal (a drawn diamond, ``mul(c, sigmoid(c))``, was so in two of three)."""
     rows = [r for name in pair for r in rows_named(name) if mutations or r.category != "inplace"]
     if not rows:
         return []
@@ -456,7 +458,7 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
         strategy = graphs(ops=rows, focus=Focus(share=1.0, edges=tuple((*pair, a) for a in arguments),
                                                 scalars=tuple(constants)), min_nodes=2,
                           max_nodes=1 + max((_room_of(r) for r in producers), default=1),
-                          mutations=mutations, special_values=False, random=True)
+                          mutations=mutations, special_values=False, random=True, constants=False)
     except strategies.InvalidArgument:  # an edge between rows this draw leaves out
         return []
     held, acted = [], []
@@ -464,8 +466,10 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
     def tried(case) -> bool:  # True ends the draw
         at = [a for p, c, a in _edges_in(case.gm) if set(rows_named(p)) & producers and set(rows_named(c)) & consumers
               and a in arguments]
-        if _calls(case.gm) != 2 or not at:
-            return False  # not the edge alone: another edge cannot be why the pass acted
+        if _calls(case.gm) != 2 or not at or not _live(case.gm):
+            # not the edge alone (another edge cannot be why the pass acted), or the edge is dead (drawn
+            # on constants alone, it reaches no output: a rewrite of it is dead-code removal)
+            return False
         held.append(case)
         if acts(case):
             acted.extend(a for a in dict.fromkeys(at) if a not in acted)  # held at two: either may be why
@@ -563,6 +567,18 @@ def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -
 
     _draw_cases(strategy, 2 * _EDGE_EXAMPLES, 0, until=tried)
     return acted
+
+
+def _live(gm) -> bool:
+    """Whether every call of ``gm`` reaches its output."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    reach, todo = set(), [out]
+    while todo:
+        n = todo.pop()
+        if n not in reach:
+            reach.add(n)
+            todo += n.all_input_nodes
+    return all(n in reach for n in gm.graph.nodes if n.op == "call_function")
 
 
 def _calls(gm) -> int:

@@ -12,6 +12,7 @@ import functools
 import operator
 import sys
 
+import torch
 from hypothesis import strategies as st
 
 from .._build.builder import StepRejected
@@ -161,10 +162,29 @@ SHAPE_RULES = {
 
 
 def rule_view_dtype(draw, t):
-    same = [d for d in C.ALL_DTYPES if d is not t.dtype and d.itemsize == t.dtype.itemsize]
+    """Another dtype of the catalog for ``t``'s bits: one of its element size half the time, else
+    one of another size where eager allows it (the last dim contiguous; to a wider dtype its size,
+    the other strides and the offset divisible by the ratio): the last dim then grows or shrinks by
+    the ratio, what a pass that takes ``view.dtype`` for a shape-keeping view gets wrong."""
+    size = t.dtype.itemsize
+    same = [d for d in C.ALL_DTYPES if d is not t.dtype and d.itemsize == size]
+    other = [d for d in C.ALL_DTYPES if d.itemsize != size and d is not torch.bool and _bits_fit(t, d.itemsize)]
+    if other and (not same or flag(draw)):
+        return [choose(draw, other)]
     if not same:
         raise StepRejected(f"no other dtype of {t.dtype}'s size in the catalog")
     return [choose(draw, same)]
+
+
+def _bits_fit(t, itemsize: int) -> bool:
+    """Whether eager views ``t`` as a dtype of ``itemsize`` bytes (``Tensor.view(dtype)``'s rules)."""
+    if t.dim() == 0 or t.stride(-1) != 1 or t.dtype is torch.bool:
+        return False
+    if itemsize < t.dtype.itemsize:
+        return True
+    ratio = itemsize // t.dtype.itemsize
+    return (t.shape[-1] % ratio == 0 and t.storage_offset() % ratio == 0
+            and all(s % ratio == 0 for s in t.stride()[:-1]))
 
 
 SHAPE_RULES[C.VIEW_DTYPE] = rule_view_dtype

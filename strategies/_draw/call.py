@@ -60,7 +60,9 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
         if kind in (C.TENSOR, C.MASK) or (kind == C.TENSOR_OR_SCALAR
                                           and draw(integers(0, 3)) < (2 if ctx.focus_step and not ctx.chained else 3)):
             ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
-            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace)
+            if ctx.into_first and kind != C.MASK and first.tensor.dtype in ok:
+                ok = frozenset({first.tensor.dtype})  # as an in-place form takes it: the first's dtype and shape
+            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace or ctx.into_first)
             args.append(v)
             if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
                 like = v

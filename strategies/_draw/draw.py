@@ -37,7 +37,7 @@ from .call import call_args
 from .operands import DrawContext
 from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
-from .edges import INVERSES, edge_at, first_tensor_argument, relate, tensor_arguments
+from .edges import INVERSES, diamond, edge_at, first_tensor_argument, relate, tensor_arguments
 from .features import graph_features
 from .focus import Focus
 from .hops import HOPS, MAX_SUBGRAPH_NODES, REGION_HOPS, hop_step
@@ -90,6 +90,7 @@ class _Config:
         self.kinds = _step_kinds(rows, chains, mutations, False, hops)
         self.region_kinds = _step_kinds(rows, chains, mutations, True)
         self.by_category = op_tables(rows, chains)
+        self.by_overload = {r.overload: r for r in rows}
         self.autocast_rows = [replace(r, dtypes=frozenset({torch.float32})) for r in rows
                               if r.name in AUTOCAST_CASTS and torch.float32 in r.dtypes] if hops else []
         self._subgraph_config = None
@@ -332,10 +333,10 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
         seed_step(draw, ctx)
         return
     if ctx.edges and flag(draw) and (ctx.focus_rows is None or flag(draw)):
-        _edge_step(draw, ctx)
+        _edge_step(draw, ctx, cfg)
         return
     if ctx.focus_rows is not None and flag(draw):
-        _focus_step(draw, ctx)
+        _focus_step(draw, ctx, cfg)
         return
     kind = (cfg.region_kinds if in_region else cfg.kinds).draw(draw)
     if kind == "grad-region":
@@ -368,10 +369,23 @@ def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str) -> None:
     if isinstance(spec, Chain):
         spec.emit(draw, ctx)
         return
-    args, kwargs = call_args(draw, ctx, spec)
+    read = _read_values(b) if kind == C.INPLACE and not spec.mutates_metadata and draw(integers(0, 2)) == 0 else []
+    if read:  # a third of the writes go to a value a pure call read: the write after a read (issue 56)
+        saved, ctx.prefer, ctx.chained = ctx.prefer, choose(draw, read), True
+        try:
+            args, kwargs = call_args(draw, ctx, spec)
+        finally:
+            ctx.prefer, ctx.chained = saved, False
+    else:
+        args, kwargs = call_args(draw, ctx, spec)
+    twin = _integral_twins(draw, ctx, spec, args, kwargs) if kind == C.POINTWISE else None
+    if twin is not None:
+        (args, kwargs), other = twin
     value = b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
-    if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and flag(draw):
-        _read_after_write(draw, b, value)
+    if twin is not None:
+        b.call(spec, spec.overload, *other, keep=_keeper(draw))
+    if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and draw(integers(0, 2)) != 0:
+        _read_after_write(draw, b, value)  # two writes in three
 
 
 def _autocast_region(draw, ctx: DrawContext, cfg: _Config) -> None:
@@ -405,8 +419,9 @@ def _sub_steps(draw, sub_ctx: DrawContext, sub_cfg: _Config, n: int) -> None:
         _CURRENT.step = outer
 
 
-def _focus_step(draw, ctx: DrawContext) -> None:
-    """A focus op, its first operand the latest focus op's result where that fits."""
+def _focus_step(draw, ctx: DrawContext, cfg: _Config) -> None:
+    """A focus op, its first operand the latest focus op's result where that fits; then, now and
+    then, the structures real passes go wrong on around it (``_around``)."""
     spec = ctx.focus_rows.draw(draw) or ctx.focus_rows.items[0]
     ctx.focus_step = True
     try:
@@ -414,19 +429,186 @@ def _focus_step(draw, ctx: DrawContext) -> None:
             ctx.prefer = spec.emit(draw, ctx)
             return
         ctx.aims = aims_of(spec.overload)
-        args, kwargs = call_args(draw, ctx, spec)
+        overlapping = _overlapping_first(draw, ctx, cfg, spec)
+        if overlapping is not None:  # the call its in-place form could be: the other operands fit into it
+            ctx.prefer, ctx.chained, ctx.into_first = overlapping, True, True
+        try:
+            args, kwargs = call_args(draw, ctx, spec)
+        finally:
+            ctx.chained = ctx.into_first = False
+        args = _tied(draw, spec, args, ctx.prefer)
         ctx.prefer = ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
         ctx.builder.focus_results.append(ctx.prefer)
         if spec.category == C.RANDOM and ctx.builder.n_calls < ctx.max_nodes and flag(draw):
             # the same random call again, drawing on from the state the first left: never its equal
             ctx.builder.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+        else:
+            _around(draw, ctx, cfg, ctx.prefer)
     except StepRejected:
         pass
     finally:
-        ctx.focus_step, ctx.aims = False, ()
+        ctx.focus_step, ctx.aims, ctx.chained = False, (), False
 
 
-def _edge_step(draw, ctx: DrawContext) -> None:
+# One focus call in this many is drawn on an overlapping view, and one in this many (in mutating
+# graphs) is followed by a write to a value it read.
+_OVERLAP_ONE_IN, _WRITE_ONE_IN = 8, 3
+
+
+def _overlapping_first(draw, ctx: DrawContext, cfg: _Config, spec) -> Value | None:
+    """One pointwise focus call in ``_OVERLAP_ONE_IN`` whose op has an in-place form: an expanded view
+    of an intermediate (several elements at one address) made here, to be its first operand; else
+    None. An out-of-place op on it is right, its in-place form is not (eager refuses to write it),
+    which is what a reinplacing pass must see: the view is not an input, and has no other reader."""
+    b = ctx.builder
+    expand = cfg.by_overload.get(torch.ops.aten.expand.default)
+    if expand is None or spec.category != C.POINTWISE or not _has_inplace_form(spec.overload) \
+            or b.n_calls + 2 > ctx.max_nodes or draw(integers(0, _OVERLAP_ONE_IN - 1)) != 0:
+        return None
+    made = [v for v in b.values if v.call is not None and v.pure and v.tensor.dtype in spec.dtypes
+            and 0 < v.tensor.numel() and v.tensor.dim() < 4]
+    if not made:
+        return None
+    unread = [v for v in made if not v.node.users]  # nothing else reads it: what a reinplacing pass writes into
+    v = (unread or made)[-1] if flag(draw) else choose(draw, unread or made)
+    shape = list(v.tensor.shape)
+    ones = [i for i, n in enumerate(shape) if n == 1]
+    if ones and flag(draw):
+        shape[choose(draw, ones)] = draw(integers(2, 3))
+    else:
+        shape.insert(0, draw(integers(2, 3)))
+    if math.prod(shape) > ctx.max_numel:
+        return None
+    return b.call(expand, expand.overload, (v, shape), {})
+
+
+def _tied(draw, spec, args: tuple, producer: Value | None) -> tuple:
+    """A third of the focus calls that read the latest focus result (``producer``): a diamond, another
+    tensor operand (or a number where a tensor may go) the producer's own first operand
+    (``mul(sigmoid(x), x)``), where it fits (``edges.diamond``)."""
+    if producer is None or not any(a is producer for a in args) or producer.call is None \
+            or producer.call[0] is None or draw(integers(0, 2)) != 0:
+        return args
+    first = next((a for a in producer.operands), None)
+    if first is None:
+        return args
+    out = list(args)
+    diamond(draw, spec, out, first, producer.call)
+    return tuple(out)
+
+
+def _has_inplace_form(overload) -> bool:
+    packet = getattr(torch.ops.aten, f"{overload.overloadpacket.__name__}_", None)
+    return packet is not None and overload._overloadname in packet.overloads()
+
+
+def _around(draw, ctx: DrawContext, cfg: _Config, value: Value | None) -> None:
+    """After a focus call (or an edge's consumer), now and then, where the node budget allows: its
+    twin on the same operands with one integral scalar of the other type (``add(x, 1)`` and
+    ``add(x, 1.0)``: equal for a float ``x``, not for an int one, what a CSE keyed on ``1 == 1.0``
+    merges); or, in mutating graphs, a write in place to a value it read, or its producer read
+    (``x + 0`` then ``x.mul_(2)``: a pass that replaces the sum by ``x`` returns the written ``x``)."""
+    b = ctx.builder
+    if value is None or value.call is None or value.call[0] is None or b.n_calls >= ctx.max_nodes:
+        return
+    if _twin(draw, ctx, *value.call):
+        return
+    inplace = cfg.by_category.get(C.INPLACE)
+    if inplace is None or not ctx.mutations or draw(integers(0, _WRITE_ONE_IN - 1)) != 0:
+        return
+    read = [v for v in value.operands if v.call is None or v.call[0] is None or v.call[0].category != C.INPLACE]
+    read += [v for r in read for v in r.operands if v not in read]  # what its producer read
+    if not read:
+        return
+    target = read[0] if draw(integers(0, 3)) != 0 else choose(draw, read)  # mostly the value it read first
+    writer = inplace.draw(draw)
+    if writer is None or isinstance(writer, Chain) or writer.mutates_metadata:
+        return
+    result, ctx.prefer, ctx.chained, ctx.aims = ctx.prefer, target, True, ()
+    try:
+        w_args, w_kwargs = call_args(draw, ctx, writer)
+    finally:
+        ctx.prefer, ctx.chained = result, False
+    if w_args and w_args[0] is target:
+        b.call(writer, writer.overload, w_args, w_kwargs, keep=_keeper(draw))
+        # then read after the write: copied half the time, else returned three times in four
+        if b.n_calls < ctx.max_nodes and flag(draw):
+            b.call(None, torch.ops.aten.clone.default, (value,), {})
+        else:
+            b.read_past_writes.append(value)
+
+
+def _twin(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict) -> bool:
+    """After a focus call on an integer (or bool) operand that holds an integral scalar, half the time,
+    its twin with that scalar as the other type (``_other_scalar_type``), where the node budget
+    allows: True where one was made. (On a float operand the twins are equal: merging them is right.)"""
+    b = ctx.builder
+    if spec is None or not _on_integers(args) or b.n_calls >= ctx.max_nodes \
+            or not _scalar_slots(spec, args, kwargs) or not flag(draw):
+        return False
+    b.call(spec, spec.overload, *_other_scalar_type(draw, spec, args, kwargs), keep=_keeper(draw))
+    return True
+
+
+def _on_integers(args) -> bool:
+    first = next((a for a in args if isinstance(a, Value)), None)
+    return first is not None and not first.tensor.is_floating_point()
+
+
+def _integral_twins(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict):
+    """For half the calls on an integer (or bool) operand that hold a scalar, where the budget allows
+    two calls: ``((args, kwargs), (args, kwargs))`` of the call with that scalar truncated to an
+    integer as an int and as a float, in a drawn order (``x % 3`` and ``x % 3.0``: an int and a
+    float tensor); else None."""
+    if not _on_integers(args) or ctx.builder.n_calls + 2 > ctx.max_nodes:
+        return None
+    schema = spec.overload._schema.arguments
+    slots = [i for i, a in enumerate(args) if i < len(schema) and type(a) in (int, float) and math.isfinite(a)
+             and _takes_a_number(schema[i])]
+    if not slots or not flag(draw):
+        return None
+    i = choose(draw, slots)
+    whole = int(args[i]) or 1  # (never 0: a divisor's domain)
+    pair = [(*args[:i], kind(whole), *args[i + 1:]) for kind in ((int, float) if flag(draw) else (float, int))]
+    return (pair[0], kwargs), (pair[1], dict(kwargs))
+
+
+def _other_scalar_type(draw, spec, args: tuple, kwargs: dict) -> tuple | None:
+    """``(args, kwargs)`` of ``spec`` with one ``Scalar`` argument of integral value as the other type
+    (an int as a float, a float as an int, a bool as an int), or None where it has none."""
+    slots = _scalar_slots(spec, args, kwargs)
+    if not slots:
+        return None
+    i, k = choose(draw, slots)
+    out, kw = list(args), dict(kwargs)
+    here, key = (out, i) if k is None else (kw, k)
+    v = here[key]
+    here[key] = float(v) if type(v) is int else int(v)
+    return tuple(out), kw
+
+
+def _scalar_slots(spec, args: tuple, kwargs: dict) -> list:
+    """Where ``spec``'s call holds a scalar of integral value (a ``Scalar`` argument, or a number
+    where a ``Tensor`` goes): ``(position, None)`` or ``(None, keyword)``."""
+    schema = spec.overload._schema.arguments
+    slots = [(i, None) for i, a in enumerate(args) if i < len(schema) and _integral_scalar(a)
+             and _takes_a_number(schema[i])]
+    typed = {a.name: a for a in schema}
+    return slots + [(None, k) for k, a in kwargs.items() if _integral_scalar(a) and k in typed and _takes_a_number(typed[k])]
+
+
+def _takes_a_number(argument) -> bool:
+    """A ``Scalar`` argument (``number`` in the schema's types), or a ``Tensor`` one a number stands in
+    for (``add.Tensor(x, 1)``)."""
+    kind = str(argument.type)
+    return "number" in kind or kind.endswith("Scalar") or kind == "Tensor"
+
+
+def _integral_scalar(a) -> bool:
+    return type(a) in (int, bool) or (type(a) is float and a.is_integer())
+
+
+def _edge_step(draw, ctx: DrawContext, cfg: _Config) -> None:
     """One of ``ctx.edges`` whole. At the consumer's first tensor argument (or an edge naming none): the
     consumer on the producer's result (the latest one in the graph half the time, else a new
     producer call). At another argument: a producer built backwards from a shape (``edges.INVERSES``),
@@ -448,6 +630,7 @@ def _edge_step(draw, ctx: DrawContext) -> None:
             ctx.aims = aims_of(consumer.overload)
             ctx.prefer = edge_at(draw, ctx, producer, consumer, name, _keeper(draw))
             b.focus_results.append(ctx.prefer)
+            _around(draw, ctx, cfg, ctx.prefer)
             return
         made = [v for v in b.values if v.call is not None and v.call[0] is producer]
         if made and flag(draw):
@@ -476,6 +659,7 @@ def _edge_step(draw, ctx: DrawContext) -> None:
             args, kwargs = relate(draw, consumer, args, kwargs, source.call)
         ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
         b.focus_results.append(ctx.prefer)
+        _around(draw, ctx, cfg, ctx.prefer)
     except StepRejected:
         pass
     finally:
@@ -493,16 +677,23 @@ def _keeper(draw):
     return lambda i: draw(integers(0, 3)) != 0
 
 
+def _read_values(b: GraphBuilder) -> list:
+    """The values a pure call has read (the first operand of each, latest last), each once."""
+    read = [v.operands[0] for v in b.values if v.call is not None and v.pure and v.operands]
+    return list(dict.fromkeys(read))
+
+
 def _read_after_write(draw, b: GraphBuilder, written) -> None:
     """Read the storage just written: re-emit a pure expression that read it before the write (it
-    now computes something else, the bait for CSE across a write), or clone another alias of it."""
+    now computes something else, the bait for CSE across a write) three times in four where one did,
+    or clone another alias of it."""
     key = storage_key(written.tensor)
     if key is None:
         return
     readers = [v for v in b.values if v.call is not None and v.pure
                and any(storage_key(o.tensor) == key for o in v.operands)]
     aliases = [v for v in b.values if v is not written and storage_key(v.tensor) == key]
-    if readers and (not aliases or flag(draw)):
+    if readers and (not aliases or draw(integers(0, 3)) != 0):
         _duplicate(draw, b, readers)
     elif aliases:
         b.call(None, torch.ops.aten.clone.default, (choose(draw, aliases),), {})
@@ -511,8 +702,16 @@ def _read_after_write(draw, b: GraphBuilder, written) -> None:
 def _duplicate(draw, b: GraphBuilder, candidates: list) -> None:
     if not candidates:
         raise StepRejected("nothing to duplicate")
-    original = choose(draw, candidates)
-    spec, args, kwargs = original.call
+    # half the time a call with an integral Scalar (where one is a candidate), re-emitted with it as
+    # the other type: add(x, 1) beside add(x, 1.0), what a CSE keyed on 1 == 1.0 merges
+    scalar = [v for v in candidates if v.call[0] is not None and _scalar_slots(v.call[0], *v.call[1:])]
+    if scalar and flag(draw):
+        original = choose(draw, scalar)
+        spec = original.call[0]
+        args, kwargs = _other_scalar_type(draw, spec, *original.call[1:])
+    else:
+        original = choose(draw, candidates)
+        spec, args, kwargs = original.call
     b.call(spec, original.node.target, args, kwargs)
 
 
@@ -534,6 +733,11 @@ def _outputs(draw, b: GraphBuilder) -> None:
     # (pow(int, 2.0) -> int mul, read by a float mul, gives the same float product).
     for v in b.focus_results:
         if v is not None and v.node in live and v.pure and v.node.users and draw(integers(0, 3)) == 3:
+            outs.append(v)
+    # A value computed before a write to what it read is returned three times in four (``_around``):
+    # a pass that takes it for the written value (x + 0 -> x) is seen only where it is read after.
+    for v in b.read_past_writes:
+        if v.node in live and draw(integers(0, 3)) != 0:
             outs.append(v)
     # A buffer a user's op wrote that nothing reads after it is returned half the time (as a model
     # returns or reads what its out-variant ops write); else it is dead, and functionalization drops

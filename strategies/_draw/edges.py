@@ -30,6 +30,7 @@ import sys
 import torch
 
 from .._build.builder import Fresh, StepRejected, Value
+from .._catalog import vocabulary as C
 from .._draws import choose, flag, integers
 from .call import call_args
 from .operands import DrawContext, operand
@@ -155,7 +156,32 @@ def relate(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
             here[key] = value + (1 if flag(draw) else -1)
     if len(bounds) > 1:
         _piece_bounds(draw, consumer, out, kw, bounds)
+    if first is not None and draw(integers(0, 2)) == 0:
+        diamond(draw, consumer, out, first, producer_call)
     return tuple(out), kw
+
+
+def diamond(draw, consumer, out: list, first: Value, producer_call) -> None:
+    """A diamond: another tensor operand of the consumer is the producer's own first operand
+    (``mul(x, sigmoid(x))``, ``add(x, mm(x, w))``), where it fits there without changing the
+    call's shape: what a pattern that ties two of its operands together matches, and a matcher that
+    forgets to check the tie rewrites anywhere."""
+    kinds = consumer.args
+    slots = [i for i, a in enumerate(out) if i < len(kinds) and (
+        (isinstance(a, Value) and (a.call is None or a.call[0] is not producer_call[0]) and a is not first
+         and kinds[i] in (C.TENSOR, C.TENSOR_OR_SCALAR))
+        or (kinds[i] == C.TENSOR_OR_SCALAR and type(a) in (int, float, bool)))]  # a number where a tensor may go
+    if not slots or first.tensor.dtype not in consumer.dtypes or consumer.category == C.INPLACE:
+        return
+    i = choose(draw, slots)
+    shapes = [tuple(a.tensor.shape) for a in out if isinstance(a, Value)]
+    tied = [tuple(first.tensor.shape) if j == i else tuple(a.tensor.shape) for j, a in enumerate(out) if isinstance(a, Value)]
+    try:
+        if torch.broadcast_shapes(*tied) != torch.broadcast_shapes(*shapes):
+            return
+    except RuntimeError:
+        return
+    out[i] = first
 
 
 def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple) -> None:
