@@ -88,6 +88,9 @@ SHORT = {
     ("convert-roundtrip", 0): "no lossy round trip reached an output in 200 graphs",
     ("split-then-cat", 1): "1 of 200 rewritten: every piece of a split cat along another dim, equal pieces",
     # tests/passes/structures.py
+    ("cse-scalar-type", 0): "the buggy twin not caught in 200 (24 rewritten): int/float twins are drawn on a "
+                            "quarter of integer calls since d1a246f (at half, a correct CSE's plain graphs lost "
+                            "their mergeable duplicates)",
     ("cse-scalar-type", 2): "14 of 200 rewritten (a CSE names no op: plain graphs)",
     ("cse-across-write", 0): "11 of 200 rewritten: a mutating graph's duplicates are mostly written or outputs",
     ("cse-across-write", 1): "6 of 200 rewritten",
@@ -138,8 +141,22 @@ def test_a_pass_whose_bug_needs_a_structure_around_its_edge_is_caught(name, seed
 
 # x - x is 0 only where x is finite: the equal-operands pair holds NaN or inf where special values are
 # on (1 to 6 of its 57-68 focused draws in 300 graphs did before). Caught at graphs 65, 51, 66, 26,
-# 30 and 31 of seeds 0-5 when measured. make test: seed 3 (the cheapest); make sweep: all six.
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=() if s == 3 else (pytest.mark.sweep,)) for s in range(6)])
+# 30 and 31 of seeds 0-5 when measured; since the int/float scalar twins were made rarer (d1a246f)
+# at graphs 1 and 61 of seeds 1 and 2, and not in 200 at seeds 0 and 3 (sub(x, x) rewritten in 4 and
+# 24 of them: its draws are rare and move with any change to the draw order). make test: seed 1 (the
+# cheapest); make sweep: all six, 0 and 3 as strict xfails until the generator draws it again.
+_SUB_SELF_SHORT = {0: "sub(x, x) rewritten in 4 of 200 graphs, none holding NaN or inf",
+                   3: "sub(x, x) rewritten in 24 of 200 graphs, none holding NaN or inf"}
+
+
+def _sub_self_marks(seed: int) -> tuple:
+    marks = () if seed == 1 else (pytest.mark.sweep,)
+    if seed in _SUB_SELF_SHORT:
+        marks += (pytest.mark.xfail(strict=True, reason=f"generator: {_SUB_SELF_SHORT[seed]}"),)
+    return marks
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=_sub_self_marks(s)) for s in range(6)])
 def test_sub_of_a_value_and_itself_to_zeros_is_caught_at_seeds_0_to_5(seed):
     result = _verify(CORPUS["sub-self"].buggy, "sub-self", seed)
     assert [v.property for v in result.violations] == ["values"], (seed, result.fire_text)

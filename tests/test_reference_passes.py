@@ -375,14 +375,16 @@ def test_repair_input_as_output_describes_an_input_after_its_metadata_changed():
 # --- generated graphs find the blinded analyses ----------------------------------------------------
 
 @pytest.mark.parametrize("lowering_pass, analysis, seed", [
-    (common_subexpression_elimination, _no_writes, 1),
+    (common_subexpression_elimination, _no_writes, 3),
     (eliminate_dead_code, _no_writes, 0),
     (eliminate_dead_code, _no_aliasing, 1),
 ], ids=["cse-no-writes", "dce-no-writes", "dce-no-aliasing"])
 def test_generated_mutating_graphs_find_a_blinded_analysis(lowering_pass, analysis, seed, tmp_path):
     """Plain mutating graphs find each blinded analysis, each at a seed that finds it within 300 graphs
     (the blinded CSE: at 5 of seeds 0-5, at 7-24 graphs where found, not at seed 0; at these seeds:
-    examples 7, 4 and 4; the blinded aliasing at seed 0: 62). Unfocused: discovery keys its
+    examples 8, 4 and 4; the blinded aliasing at seed 0: 62). Since issue 56's structures the blinded
+    CSE at seed 1 first made two outputs one tensor (aliasing, at graph 137); seeds 2-5 a values
+    violation at graphs 16, 8, 33 and 7. Unfocused: discovery keys its
     cache on the pass's source, which the blinding does not change, so a focus would be the one
     the unblinded pass got or not, by test order."""
     with blind(analysis):
