@@ -100,10 +100,15 @@ SHORT = {
 }
 
 
-def _params(seeds, keep=None, corpus=CORPUS) -> list:
-    """``(name, seed)`` params; ``keep``: of ``spread``'s cases run everywhere (the others ``sweep``)."""
+def _params(seeds, keep=None, corpus=CORPUS, first=None) -> list:
+    """``(name, seed)`` params; ``keep``: of ``spread``'s cases run everywhere (the others ``sweep``),
+    spread from ``first`` where given."""
     names = list(corpus)
-    everywhere = {p.values[0] for p in spread(names, keep) if not p.marks} if keep is not None else set()
+    # make test's slice: of the names that meet the bar at the first seed (a strict xfail there would
+    # test only that the generator still falls short)
+    meeting = [name for name in names if (name, seeds[0]) not in SHORT]
+    meeting = sorted(meeting, key=lambda name: name != first)
+    everywhere = {p.values[0] for p in spread(meeting, keep) if not p.marks} if keep is not None else set()
     out = []
     for seed in seeds:
         for name in names:
@@ -134,7 +139,9 @@ def test_the_structures_corpus_names_a_bug_shape_for_each_structure_of_item_5():
 
 # The passes whose bugs need a structure drawn around their edge (item 5): each correct twin fires in a
 # tenth of 200 graphs and holds, each buggy twin is caught, at seeds 0-2; make test runs one at seed 0.
-@pytest.mark.parametrize("name, seed", [*_params([0], keep=1, corpus=STRUCTURES), *_params([1, 2], corpus=STRUCTURES)])
+# (make test: silu-diamond, the cheapest of the four at the bar at seed 0: 9 s of CPU, the others 19-30)
+@pytest.mark.parametrize("name, seed", [*_params([0], keep=1, corpus=STRUCTURES, first="silu-diamond"),
+                                        *_params([1, 2], corpus=STRUCTURES)])
 def test_a_pass_whose_bug_needs_a_structure_around_its_edge_is_caught(name, seed):
     _check(name, seed)
 
