@@ -97,6 +97,9 @@ SHORT = {
     ("cse-across-write", 2): "6 of 200 rewritten, and no re-read across a write reached an output changed",
     ("noop-then-written", 1): "no x + 0 read again after a write to x reached an output changed in 200 graphs",
     ("noop-then-written", 2): "19 of 200 rewritten",
+    # item 3's sub(x, x) (test_sub_of_a_value_and_itself_to_zeros_is_caught_at_seeds_0_to_5)
+    ("sub-self", 0): "sub(x, x) rewritten in 4 of 200 graphs, none holding NaN or inf",
+    ("sub-self", 3): "sub(x, x) rewritten in 24 of 200 graphs, none holding NaN or inf",
 }
 
 
@@ -113,10 +116,13 @@ def _params(seeds, keep=None, corpus=CORPUS, first=None) -> list:
     for seed in seeds:
         for name in names:
             marks = [] if name in everywhere else [pytest.mark.sweep]
-            if (name, seed) in SHORT:
-                marks.append(pytest.mark.xfail(strict=True, reason=f"generator: {SHORT[name, seed]}"))
-            out.append(pytest.param(name, seed, marks=marks, id=f"{name}-{seed}"))
+            out.append(pytest.param(name, seed, marks=marks + _short(name, seed), id=f"{name}-{seed}"))
     return out
+
+
+def _short(name: str, seed: int) -> list:
+    """A strict xfail with SHORT's reason where ``(name, seed)`` falls short of the bar, else none."""
+    return [pytest.mark.xfail(strict=True, reason=f"generator: {SHORT[name, seed]}")] if (name, seed) in SHORT else []
 
 
 # make test: one of the corpus at seed 0 (a pair is 4-20 s of CPU with its discovery on the 2-core AMD
@@ -151,19 +157,9 @@ def test_a_pass_whose_bug_needs_a_structure_around_its_edge_is_caught(name, seed
 # 30 and 31 of seeds 0-5 when measured; since the int/float scalar twins were made rarer (d1a246f)
 # at graphs 1 and 61 of seeds 1 and 2, and not in 200 at seeds 0 and 3 (sub(x, x) rewritten in 4 and
 # 24 of them: its draws are rare and move with any change to the draw order). make test: seed 1 (the
-# cheapest); make sweep: all six, 0 and 3 as strict xfails until the generator draws it again.
-_SUB_SELF_SHORT = {0: "sub(x, x) rewritten in 4 of 200 graphs, none holding NaN or inf",
-                   3: "sub(x, x) rewritten in 24 of 200 graphs, none holding NaN or inf"}
-
-
-def _sub_self_marks(seed: int) -> tuple:
-    marks = () if seed == 1 else (pytest.mark.sweep,)
-    if seed in _SUB_SELF_SHORT:
-        marks += (pytest.mark.xfail(strict=True, reason=f"generator: {_SUB_SELF_SHORT[seed]}"),)
-    return marks
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=_sub_self_marks(s)) for s in range(6)])
+# cheapest); make sweep: all six, 0 and 3 as strict xfails (SHORT) until the generator draws it again.
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=([] if s == 1 else [pytest.mark.sweep]) + _short("sub-self", s))
+                                  for s in range(6)])
 def test_sub_of_a_value_and_itself_to_zeros_is_caught_at_seeds_0_to_5(seed):
     result = _verify(CORPUS["sub-self"].buggy, "sub-self", seed)
     assert [v.property for v in result.violations] == ["values"], (seed, result.fire_text)

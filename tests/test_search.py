@@ -175,7 +175,7 @@ def test_probes_confirm_the_edge_a_pass_matches_and_focus_draws_it_with_its_rela
     ops = ["aten.unsqueeze.default", "aten.select.int"]
     # 100 draws each: 74 related edges with the edge's focus, 23 with its rows only. Fewer draws are
     # lumpy (one graph can hold several): 30 gave 15 and 9, 60 gave 29 and 9 (and 42 and 11 at 30
-    # before int/float twins were made rarer). Discovery above is most of this test's CPU.
+    # before int/float twins were made rarer).
     with_edge = _draws(graphs(focus=found.focus()), 100)
     rows_only = _draws(graphs(focus=Focus(ops=ops)), 100)
     assert sum(map(_related_edges, with_edge)) >= 2 * sum(map(_related_edges, rows_only)) + 10
@@ -566,7 +566,7 @@ def _some_cases():
 def _negs_to_muls(gm: fx.GraphModule) -> fx.GraphModule:
     """``neg(x) -> mul(x, -1)`` and ``sub(x, y) -> add(x, y, alpha=-1)``, correct, in graphs without an
     ``mm``: a focus on ``mm`` leaves it idle by construction (half a focused graph's steps are plain
-    ones, and those drew a live ``neg`` or ``sub`` in 4 of 40 graphs at seed 0)."""
+    ones, and those drew a live ``neg`` in 4 of 40 graphs at seed 0)."""
     if any(node.target is aten.mm.default for node in gm.graph.nodes):
         return gm
     for node in gm.graph.nodes:
