@@ -217,6 +217,8 @@ def focus_line(focus: dict) -> str | None:
     parts = [f"{', '.join(ops)} ({how})" for how, ops in groups.items()]
     if focus.get("hops"):
         parts.append(f"{', '.join('higher_order.' + h for h in focus['hops'])} (code; drawn in every graph)")
+    if focus.get("pairs"):
+        parts.append(f"acts on {', '.join(p + '(x, x)' for p in focus['pairs'])} (drawn with x holding NaN or inf)")
     missing = focus.get("not_in_catalog", ())
     if missing:
         where = "only the seed graphs have it" if seeds else "so no drawn graph has it: try --seed-graphs"

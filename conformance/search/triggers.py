@@ -40,6 +40,7 @@ from hypothesis.errors import Unsatisfiable
 
 import strategies
 from strategies import OPS, Focus, graphs, rows_named
+from strategies._catalog import vocabulary as C
 from strategies._catalog.custom import custom_rows, defining_function, rule_of
 from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
 from strategies._draw.edges import tensor_arguments
@@ -88,6 +89,7 @@ class Triggers:
     edges: list = dataclasses.field(default_factory=list)
     acting: list = dataclasses.field(default_factory=list)  # rows whose one-op graphs the pass changes
     hops: list = dataclasses.field(default_factory=list)  # higher-order ops the code names: drawn (graphs(hops=))
+    pairs: list = dataclasses.field(default_factory=list)  # rows the pass acts on as x op x (of ``acting`` too)
 
     @property
     def rows(self) -> tuple:
@@ -102,7 +104,7 @@ class Triggers:
                 "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
                 "weak": self.share < Focus.share,
                 "edges": [{"producer": p, "consumer": c, "how": h, "argument": a} for p, c, h, a in self.edges],
-                "acting": list(self.acting), "hops": list(self.hops)}
+                "acting": list(self.acting), "hops": list(self.hops), "pairs": list(self.pairs)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Triggers:
@@ -111,14 +113,16 @@ class Triggers:
                    constants=data["constants"], seconds=data["seconds"], probes_cut=data.get("probes_cut", False),
                    share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
                    edges=[(e["producer"], e["consumer"], e["how"], e.get("argument")) for e in data.get("edges", ())],
-                   acting=list(data.get("acting", ())), hops=list(data.get("hops", ())))
+                   acting=list(data.get("acting", ())), hops=list(data.get("hops", ())),
+                   pairs=list(data.get("pairs", ())))
 
     def focus(self) -> Focus | None:
         rows = self.rows
         edges = tuple((p, c, a) for p, c, _, a in self.edges)
         acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
+        pairs = tuple(name for name in self.pairs if any(r.name == name for r in rows))
         return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
-                     acting=acting, hops=tuple(self.hops)) if rows or self.hops else None
+                     acting=acting, hops=tuple(self.hops), pairs=pairs) if rows or self.hops else None
 
 
 # --- dynamic: run the pass on small graphs --------------------------------------------------------
@@ -243,22 +247,23 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
     worker = None if fork_is_safe() else current_worker()
     edges: dict = dict(walker.edges)
     acting: list = []
+    pairs: list = []
     args = (dict(found), dict(edges), tuple(walker.constants), mutations, timeout)
     if fork_is_safe() or worker is not None:
         try:
             if worker is None:
                 cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
                 plain_cases(mutations)
-                found, edges, acting, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
+                found, edges, acting, pairs, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
             else:
-                found, edges, acting, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
+                found, edges, acting, pairs, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
         except ChildDied as exc:
             if exc.raised:  # _probe catches what the pass raises: this is discovery's own failure
                 raise HarnessError(f"trigger discovery failed: {exc.reason}") from None
             # else the pass crashed the interpreter on a probe: the search finds that crash itself
     else:
         try:
-            found, edges, acting, cut, payoff = _probe(put, probe_cases(mutations), *args)
+            found, edges, acting, pairs, cut, payoff = _probe(put, probe_cases(mutations), *args)
         except Exception as exc:  # noqa: BLE001 - _probe catches what the pass raises, as above
             raise HarnessError(f"trigger discovery failed: {type(exc).__name__}: {exc}") from exc
     weak = bool(payoff) and _plain_did_better(*payoff[:2])
@@ -266,7 +271,7 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
                       share=WEAK_SHARE if weak else Focus.share, payoff=payoff,
                       edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=list(acting),
-                      hops=list(walker.hops))
+                      hops=list(walker.hops), pairs=list(pairs))
     _store(key, result)
     return result
 
@@ -289,15 +294,21 @@ def _probe_drawn(put, found: dict, edges: dict, constants: tuple, mutations: boo
 
 
 def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bool, timeout) -> tuple:
-    """``(found, edges, acting, cut, payoff)``: ``found`` with the ops whose one-op graphs (and short
-    chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs it changes;
-    ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits); ``cut``
-    when PROBE_BUDGET runs of the pass were spent first; ``payoff``: how many plain and how many
-    focused graphs the pass changed (empty when there is no focus or the budget was spent)."""
+    """``(found, edges, acting, pairs, cut, payoff)``: ``found`` with the ops whose one-op graphs (and
+    short chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs it changes;
+    ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits); ``pairs``:
+    of those, the code-named rows it changes only as ``x op x`` (``_pair_acts``); ``cut`` when
+    PROBE_BUDGET runs of the pass were spent first; ``payoff``: how many plain and how many focused
+    graphs the pass changed (empty when there is no focus or the budget was spent)."""
     runs = [0]
+    alone = set()  # rows whose one-op graphs the pass changes: an edge through one of them adds nothing
+    pairs: list = []
 
     def out_of_runs() -> bool:
         return runs[0] >= PROBE_BUDGET
+
+    def done(cut: bool, payoff: tuple = ()) -> tuple:
+        return found, edges, _names(alone), pairs, cut, payoff
 
     def acts(case) -> bool:
         if out_of_runs():
@@ -305,13 +316,26 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         runs[0] += 1
         return _acts(put, case, timeout)
     code_named = [name for name, how in found.items() if how == "code"]
-    alone = set()  # rows whose one-op graphs the pass changes: an edge through one of them adds nothing
     named = {r for name in code_named for r in rows_named(name)}
+    paired = set()  # rows whose one-op graph the pass changed held the row only as x op x
     for row, row_cases in cases:
         if out_of_runs():
-            return found, edges, _names(alone), True, ()
-        if (row.name not in found or row in named) and any(acts(c) for c in row_cases):
-            found.setdefault(row.name, "probe")
+            return done(True)
+        if row.name not in found or row in named:
+            acted = next((c for c in row_cases if acts(c)), None)
+            if acted is not None:
+                found.setdefault(row.name, "probe")
+                alone.add(row)
+                if _holds_pair(row.overload, acted):
+                    paired.add(row)
+    # A code-named binary op may be matched as x op x only (sub(x, x) -> 0: the code compares the two
+    # operands), which plain focus draws make in one focus call of that op in six: where its one-op
+    # graphs left it alone, or the one it changed held the pair, pair graphs are probed against others.
+    for row in _pair_candidates((named - alone) | paired):
+        if out_of_runs():
+            return done(True)
+        if _pair_acts(row, acts):
+            pairs.append(row.name)
             alone.add(row)
     rows = [r for r in Triggers(ops=list(found.items())).rows if mutations or r.category != "inplace"]
     candidates = dict.fromkeys((p, c, a) for p in code_named[:_MAX_EDGE_OPS] for c in code_named[:_MAX_EDGE_OPS]
@@ -321,7 +345,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
                           mutations=mutations, special_values=False, random=True)
         for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
             if out_of_runs():
-                return found, edges, _names(alone), True, ()
+                return done(True)
             if acts(case):
                 acted_alone = any(node.op == "call_function" and set(rows_named(node.target)) & alone
                                   for node in case.gm.graph.nodes)  # then no edge of it need be why
@@ -340,13 +364,13 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         groups.setdefault(edge[:2], []).append(edge[2])
     for pair, arguments in groups.items():
         if out_of_runs():
-            return found, edges, _names(alone), True, ()
+            return done(True)
         for argument in _edge_acts(pair, arguments, mutations, acts, constants):
             edges[(*pair, argument)] = "probe"
     focus = Triggers(ops=list(found.items()), constants=list(constants),
-                     edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=_names(alone)).focus()
+                     edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=_names(alone), pairs=pairs).focus()
     if focus is None:
-        return found, edges, _names(alone), False, ()
+        return done(False)
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
     focused = _draw_cases(graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
                           _PAYOFF_EXAMPLES, 1)
@@ -355,10 +379,54 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         n = 0
         for case in sample:
             if out_of_runs():
-                return found, edges, _names(alone), True, ()
+                return done(True)
             n += acts(case)
         counts.append(n)
-    return found, edges, _names(alone), False, (*counts, _PAYOFF_EXAMPLES)
+    return done(False, (*counts, _PAYOFF_EXAMPLES))
+
+
+_PAIR_EXAMPLES = 4  # graphs holding x op x drawn to see whether the pass acts on one (per candidate row)
+_UNPAIRED_EXAMPLES = 3  # and graphs holding the op on two values, which it must leave alone
+
+
+def _pair_candidates(rows) -> list:
+    """Of ``rows``, in catalog order, the functional ones drawn operand by operand whose second operand
+    may be the first (``call.py``'s equal-operands pair)."""
+    return [r for r in OPS if r in rows and r.category not in (C.INPLACE, C.RANDOM) and not r.draws_whole_call
+            and len(r.args) > 1 and r.args[0] not in (C.MASK, C.TENSORS) and r.args[1] in (C.TENSOR, C.TENSOR_OR_SCALAR)]
+
+
+def _pair_acts(row, acts) -> bool:
+    """Whether the pass acts on ``row`` as x op x only: on one of ``_PAIR_EXAMPLES`` small graphs holding
+    the op only as pairs, and on none of ``_UNPAIRED_EXAMPLES`` holding it on two tensors and no pair."""
+    def acted(focus, holds, n) -> tuple:
+        """``(cases drawn, whether the pass acted on one)``: the draw ends at the first it acts on."""
+        seen = []
+
+        def tried(case) -> bool:
+            seen.append(acts(case))
+            return seen[-1]
+        strategy = graphs(ops=[row], focus=focus, min_nodes=1, max_nodes=3, special_values=False, constants=False)
+        _draw_cases(strategy.filter(holds), n, 0, until=tried)
+        return len(seen), any(seen)
+    if not acted(Focus(ops=[row], pairs=[row.name], share=1.0), functools.partial(_holds_pair, row.overload),
+                 _PAIR_EXAMPLES)[1]:
+        return False
+    drawn, any_acted = acted(Focus(ops=[row], share=1.0), functools.partial(_holds_unpaired, row.overload),
+                             _UNPAIRED_EXAMPLES)
+    return drawn == _UNPAIRED_EXAMPLES and not any_acted
+
+
+def _holds_pair(op, case) -> bool:
+    """``op`` as x op x, and nowhere on two values (where the pass acts, the pair is why)."""
+    calls = [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+    return bool(calls) and all(n.args[0] is n.args[1] for n in calls)
+
+
+def _holds_unpaired(op, case) -> bool:
+    """``op`` on two distinct tensors, and nowhere on one as both operands."""
+    calls = [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+    return bool(calls) and all(isinstance(n.args[1], torch.fx.Node) and n.args[0] is not n.args[1] for n in calls)
 
 
 def _names(rows) -> list:

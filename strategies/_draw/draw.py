@@ -87,6 +87,7 @@ class _Config:
             if focus_rows else ()
         acting = {r for name in (focus.acting if focus is not None else ()) for r in rows_named(name)}
         self.focus_rows = Weighted(focus_rows, [3 if r in acting else 1 for r in focus_rows]) if focus_rows else None
+        self.pair_rows = frozenset(r.overload for name in (focus.pairs if focus is not None else ()) for r in rows_named(name))
         self.large = large
         self.kinds = _step_kinds(rows, chains, mutations, False, hops)
         self.region_kinds = _step_kinds(rows, chains, mutations, True)
@@ -249,7 +250,7 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
             i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
             if i is None or i < 100 * cfg.focus.share:
                 ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
-                ctx.pass_scalars, ctx.edges = cfg.focus.scalars, cfg.focus_edges
+                ctx.pass_scalars, ctx.edges, ctx.pairs = cfg.focus.scalars, cfg.focus_edges, cfg.pair_rows
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)

@@ -31,8 +31,11 @@ class Focus:
     ``edges``: ``(producer, consumer)`` pairs of ops (rows, overloads or names) drawn chained, or
     ``(producer, consumer, argument)``: at the consumer's argument of that schema name;
     ``acting``: those of ``ops`` the pass acts on by themselves (what it matches, not what it emits),
-    drawn three times as often as the others; ``hops``: higher-order ops drawn in every graph, focused
-    or not (``graphs(hops=)``)."""
+    drawn three times as often as the others; ``pairs``: those the pass acts on as ``x op x`` (its code
+    compares the two operands: ``sub(x, x) -> 0``), whose focus calls take one value as both operands
+    two times in three (else one in six), that value not the latest focus op's result but one holding
+    NaN or an infinity where special values are on; ``hops``: higher-order ops drawn in every graph,
+    focused or not (``graphs(hops=)``)."""
 
     ops: tuple = ()
     scalars: tuple = ()
@@ -41,6 +44,7 @@ class Focus:
     edges: tuple = ()
     acting: tuple = ()
     hops: tuple = ()
+    pairs: tuple = ()
 
     def __post_init__(self):
         if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
@@ -59,6 +63,7 @@ class Focus:
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
         object.__setattr__(self, "hops", check_hops(self.hops, ir=None))
         object.__setattr__(self, "acting", tuple(self.acting))
+        object.__setattr__(self, "pairs", tuple(self.pairs))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "scalars", tuple(self.scalars))

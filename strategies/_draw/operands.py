@@ -54,6 +54,7 @@ class DrawContext:
     pin: tuple | None = None
     pin_taken: bool = False
     in_edge: bool = False  # an edge step is being drawn: its calls are the edge's, no equal-operands pair
+    pairs: frozenset = frozenset()  # the overloads a focused graph draws as x op x two times in three (Focus.pairs)
     into_first: bool = False  # the other operands take the first's dtype and broadcast into its shape
     aims: tuple = ()  # in a focus step, the value aims of the op being drawn (strategies/_catalog/aims.py)
     seeds: tuple = ()  # SeedGraphs a focused graph embeds (strategies/_draw/seeds.py)
