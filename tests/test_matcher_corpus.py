@@ -73,30 +73,24 @@ def _check(name: str, seed: int, examples: int = GRAPHS) -> None:
 # each, so the day it meets the bar the test says so and the row goes. The reason is the structure the
 # draws lack, not the pass's: every correct twin holds at every seed.
 SHORT = {
-    ("slice-of-cat", 0): "15 of 200 rewritten: a slice at a cat's piece, on its dim, with one user, is rare",
-    ("slice-of-cat", 1): "14 of 200 rewritten, and no slice off the cat's dim reached",
-    ("slice-of-cat", 2): "5 of 200 rewritten",
-    ("noop-slice", 0): "the slice ending one short of its dim, from 0 by 1, not drawn in 200 graphs",
-    ("noop-slice", 1): "14 of 200 rewritten: start 0, step 1 and an end past the size together",
-    ("noop-slice", 2): "12 of 200 rewritten",
-    ("mul-by-one", 1): "no integer tensor times 1.0 reached an output in 200 graphs",
-    ("mul-by-one", 2): "no integer tensor times 1.0 reached an output in 200 graphs",
-    ("add-zeros", 1): "18 of 200 rewritten",
-    ("clamp-fold", 0): "4 of 200 rewritten: discovery's 12 clamp -> clamp graphs held no overlapping finite bounds",
-    ("clamp-fold", 1): "1 of 200 rewritten (as at seed 0: no clamp -> clamp edge confirmed)",
-    ("clamp-fold", 2): "18 of 200 rewritten",
-    ("convert-roundtrip", 0): "no lossy round trip reached an output in 200 graphs",
-    ("split-then-cat", 1): "1 of 200 rewritten: every piece of a split cat along another dim, equal pieces",
+    ("slice-of-cat", 1): "14 of 200 rewritten, the buggy twin not caught: half the slices of a cat share it "
+                         "with another reader (the matcher takes only a cat with one user)",
+    ("where-same-branches", 1): "12 of 200 rewritten, the buggy twin not caught",
+    ("where-same-branches", 2): "19 of 200 rewritten",
+    ("mul-by-one", 0): "no integer tensor times 1.0 reached an output in 200 graphs",
+    ("add-zeros", 0): "13 of 200 rewritten",
+    ("split-then-cat", 0): "the cat of a split's pieces along another dim, all pieces equal, not reached in 200",
     # tests/passes/structures.py
     ("cse-scalar-type", 0): "the buggy twin not caught in 200 (24 rewritten): int/float twins are drawn on a "
                             "quarter of integer calls since d1a246f (at half, a correct CSE's plain graphs lost "
                             "their mergeable duplicates)",
-    ("cse-scalar-type", 2): "14 of 200 rewritten (a CSE names no op: plain graphs)",
-    ("cse-across-write", 0): "11 of 200 rewritten: a mutating graph's duplicates are mostly written or outputs",
-    ("cse-across-write", 1): "6 of 200 rewritten",
-    ("cse-across-write", 2): "6 of 200 rewritten, and no re-read across a write reached an output changed",
-    ("noop-then-written", 1): "no x + 0 read again after a write to x reached an output changed in 200 graphs",
-    ("noop-then-written", 2): "19 of 200 rewritten",
+    ("cse-scalar-type", 2): "12 of 200 rewritten (a CSE names no op: plain graphs)",
+    ("cse-across-write", 0): "13 of 200 rewritten: a mutating graph's duplicates are mostly written or outputs",
+    ("cse-across-write", 1): "9 of 200 rewritten",
+    ("cse-across-write", 2): "18 of 200 rewritten",
+    ("noop-then-written", 2): "no x + 0 read again after a write to x reached an output changed in 200 graphs",
+    ("view-dtype-reorder", 1): "no view moved past a view.dtype to another element size reached an output "
+                               "changed in 200 graphs",
 }
 
 
@@ -123,9 +117,9 @@ def _short(name: str, seed: int) -> list:
 
 
 # make test: one of the corpus at seed 0 (a pair is 4-20 s of CPU with its discovery on the 2-core AMD
-# EPYC: three of them were a tenth of a fresh clone's make test); make sweep: the others at seed 0,
-# and all at seeds 1 and 2.
-@pytest.mark.parametrize("name, seed", [*_params([0], keep=1), *_params([1, 2])])
+# EPYC: three of them were a tenth of a fresh clone's make test; noop-slice, 8 s, not bmm-transposed-
+# operand, 19 s); make sweep: the others at seed 0, and all at seeds 1 and 2.
+@pytest.mark.parametrize("name, seed", [*_params([0], keep=1, first="noop-slice"), *_params([1, 2])])
 def test_a_matcher_fires_holds_and_its_bug_is_caught(name, seed):
     _check(name, seed)
 

@@ -220,6 +220,21 @@ def own_indices(draw, ctx, kind, drawn: list, t) -> list:
     return out
 
 
+def whole_or_nearly(draw, drawn: list, t) -> list:
+    """In a focus step, a slice ``[dim, start, end, step]`` spans its dim a sixth of the time (from 0 by
+    1 to its size, past it or INT64_MAX: what no-op slice eliminations drop) and just misses it a
+    sixth (ending one short, starting at 1, or by 2: where their off-by-one bugs live); else as drawn."""
+    i = draw(integers(0, 5))
+    if i >= 2 or t.dim() == 0:
+        return drawn
+    dim = drawn[0]
+    n = t.shape[dim]
+    end = choose(draw, [n, n + 1, sys.maxsize])
+    if i == 0:
+        return [dim, 0, end, 1]
+    return choose(draw, [[dim, 0, n - 1, 1], [dim, 1, end, 1], [dim, 0, end, 2]])
+
+
 def rule_cat(draw, ctx, spec):
     first = operand(draw, ctx, dtypes_ok=spec.dtypes)
     t = first.tensor

@@ -14,7 +14,7 @@ from .._build.builder import Value
 from .._catalog import vocabulary as C
 from .._draws import choose, flag, integers
 from . import calls, compute_calls, custom_calls
-from .args import INDEX_KINDS, SHAPE_RULES, own_indices, rule_cat
+from .args import INDEX_KINDS, SHAPE_RULES, own_indices, rule_cat, whole_or_nearly
 from .operands import DrawContext, broadcasts_into, broadcasts_with, in_domain, operand, rule_scalar, take_pin
 
 
@@ -82,6 +82,8 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
             drawn = SHAPE_RULES[kind](draw, first.tensor)
             if ctx.focus_step and ctx.pass_scalars and kind in INDEX_KINDS:
                 drawn = own_indices(draw, ctx, kind, drawn, first.tensor)
+            if ctx.focus_step and kind == C.SLICE:
+                drawn = whole_or_nearly(draw, drawn, first.tensor)
             args.extend(drawn)
     return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
 

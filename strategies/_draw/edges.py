@@ -155,7 +155,7 @@ def relate(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
         elif u == 2:
             here[key] = value + (1 if flag(draw) else -1)
     if len(bounds) > 1:
-        _piece_bounds(draw, consumer, out, kw, bounds)
+        _piece_bounds(draw, consumer, out, kw, bounds, theirs.get("dim", 0), first.tensor.dim())
     if first is not None and draw(integers(0, 2)) == 0:
         diamond(draw, consumer, out, first, producer_call)
     return tuple(out), kw
@@ -184,10 +184,12 @@ def diamond(draw, consumer, out: list, first: Value, producer_call) -> None:
     out[i] = first
 
 
-def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple) -> None:
+def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple, cdim, rank: int) -> None:
     """A consumer's ``start`` and ``end`` (or ``index``) at one piece of a cat, a ``step`` of 1: all a
     third of the time (``slice(cat([a, b]), 0, len(a), len(a) + len(b))``), one of the bounds one off
-    a sixth."""
+    a sixth; with them, its ``dim`` the cat's ``cdim`` half the time and the next dim of the ``rank``
+    a quarter (else as drawn), so the bounds and the dim agree as often as a slice-of-cat rewrite
+    needs, and the bounds fit the cat's pieces on another dim as often as its bug does."""
     def slot(name):  # (the list or dict that holds it, its key), as find_slot finds it
         found = find_slot(consumer, out, kw, name)
         return None if found is None else (out if found[0] == "args" else kw, found[1])
@@ -201,6 +203,9 @@ def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple) -> None:
         which = choose(draw, [n for n in at if slot(n) is not None] or ["start"])
         at[which] += 1 if flag(draw) else -1
     at["step"] = 1
+    v = draw(integers(0, 3))
+    if _is_int(cdim) and v < 3 and rank > 0:
+        at["dim"] = cdim if v < 2 or rank == 1 else (cdim % rank + 1) % rank
     for name, value in at.items():
         place = slot(name)
         if place is not None and _is_int(place[0][place[1]]):
