@@ -118,8 +118,10 @@ def test_every_real_pass_is_classified():
 # make test checks two of the passes, evenly spread; make sweep every one
 @pytest.mark.parametrize("name, kind", spread(FIRED_AT_M, 2, ids=lambda name, kind: f"{name}[{kind}]"))
 def test_real_pass_still_fires(name, kind):
+    # a fire rate, not a verdict: every violation is taken as known, so a finding (CSEPass merging two
+    # outputs into one tensor, at graph 7) does not end the count (test_torch_passes.py judges them)
     result = verify(REAL_PASSES[name], graphs=kind, seed=0, max_examples=M, focus="auto", repro_dir=None, device="cpu",
-                    shrink=False, **OPTIONS.get(name, {}))
+                    shrink=False, known=lambda violation, example=None: True, **OPTIONS.get(name, {}))
     fired = result.changed - result.changed_dead_code_only
     floor = max(1, FIRED_AT_M[name, kind] // 2)
     assert fired >= floor, (

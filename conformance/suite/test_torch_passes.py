@@ -19,6 +19,7 @@ The search budget follows the Hypothesis profile (``ci``: 50 graphs per pass, se
 
 from __future__ import annotations
 
+import collections
 import copy
 import inspect
 import pathlib
@@ -447,6 +448,37 @@ _NOOP_OPS = frozenset({"alias", "cat", "ceil", "clone", "constant_pad_nd", "copy
                        "device_put", "repeat", "round", "slice", "slice_scatter", "trunc", "view"})
 
 
+def _cse_made_two_outputs_one(violation) -> bool:
+    """The graph after is the graph before with calls merged, nothing else: each op called as often or
+    less, some op less (so the two outputs the aliasing message names share storage through a merge:
+    ``neg(x)`` returned twice, or views of two equal ``invoke_subgraph`` calls), not any new alias."""
+    if re.search(r"output\[\d+\] aliases output\[\d+\]", violation.message) is None:
+        return False
+    before, after = (collections.Counter(re.findall(r"= (torch\.ops\.[\w.]+)\(", code))
+                     for code in (violation.graph_before or "", violation.graph_after or ""))
+    return all(after[op] <= before[op] for op in after) and sum(after.values()) < sum(before.values())
+
+
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+)\.0(?![\d\w])")
+
+
+def _cse_merged_scalar_twins(violation) -> bool:
+    """The graph before holds two calls of one op whose arguments differ only in a number written as an
+    int in one and as a float in the other (``add(x, 1)``, ``add(x, 1.0)``), and the graph after fewer
+    calls of that op: the merge of the twins, not any dtype that differs."""
+    before_code, after_code = violation.graph_before or "", violation.graph_after or ""
+    calls = re.findall(r"^\s*\w+ = (torch\.ops\.[\w.]+)\((.*?)\)(?:;|$)", before_code, re.M)
+    for k, (op, args) in enumerate(calls):
+        for op2, args2 in calls[k + 1:]:
+            if op == op2 and args != args2 and _NUMBER.sub(r"\1", args) == _NUMBER.sub(r"\1", args2):
+                return after_code.count(op + "(") < before_code.count(op + "(")
+    return False
+
+
+def _int_tensor_plus_one_twice(x):
+    return aten.add.Tensor(x, 1), aten.add.Tensor(x, 1.0)
+
+
 def _returned(graph: str) -> list:
     found = re.findall(r"^\s*return \((.*)\)", graph, re.M)
     return [a.strip() for a in found[-1].split(",") if a.strip()] if found else []
@@ -833,7 +865,26 @@ FINDINGS = {
         "written-to tensor refer to a single memory location'; a metadata write, transpose_, changes the "
         "other's shape: seed 3583679489) (found by make conformance, seed 823726206)",
         shape=_merges_a_tensor_written_in_place,
-        also=(("validity", r"refer to a single memory location", None, _merges_a_tensor_written_in_place),)),
+        also=(("validity", r"refer to a single memory location", None, _merges_a_tensor_written_in_place),
+              # the written tensor returned twice, as two outputs that came to be one
+              ("aliasing", r"output\[\d+\] aliases output\[\d+\]", None, _merges_a_tensor_written_in_place))),
+    "cse-pass-makes-two-outputs-one-tensor": Finding(
+        ("fx.CSEPass",), "aliasing", r"output\[\d+\] aliases output\[\d+\]",
+        lambda x: (aten.neg.default(x), aten.neg.default(x)), lambda: (torch.randn(3),),
+        "CSEPass merges two equal pure calls that are both outputs (neg(x) returned twice), so the two "
+        "outputs come to be one tensor: a write to one shows in the other (found by make sweep under "
+        "issue 56's aliasing rule, seed 0)",
+        shape=_cse_made_two_outputs_one),
+    "cse-pass-merges-int-and-float-scalars": Finding(
+        ("fx.CSEPass",), "values", r"dtype=torch\.\w+, but should be torch\.\w+",
+        _int_tensor_plus_one_twice, lambda: (torch.arange(4),),
+        "CSEPass keys a call by its arguments, and 1 == 1.0 (and hashes alike): add(x, 1) and add(x, 1.0) on "
+        "an integer x are merged, and the float sum becomes the integer one (found by make sweep, issue "
+        "56's int/float scalar twins, seed 0: clamp(x, 16, -1) and clamp(x, 16, -1.0))",
+        shape=_cse_merged_scalar_twins,
+        also=(("validity", r"meta\['val'\]=\w+\[.*but should be", None, _cse_merged_scalar_twins),
+              # an op after the merged one that takes only floats (var_mean of pow(x, 2) for pow(x, 2.0))
+              ("validity", r"running the transformed graph raised", None, _cse_merged_scalar_twins))),
     "legalize-graph-reorders-random-draws": Finding(
         ("fx.legalize_graph",), "values", r"differ",
         lambda x: _dropout_then_rand_like(x), lambda: (torch.zeros(()),),
