@@ -1288,3 +1288,35 @@ def test_a_cumsum_readers_layout_met_as_a_view_that_raises_is_the_finding():
     assert finding.matches(raised[0])
     raised[0].graph_before = raised[0].graph_before.replace("aten.cumsum.default", "aten.cummax.default")
     assert not finding.matches(raised[0])
+
+
+def test_the_cse_pass_findings_match_a_merge_and_nothing_else():
+    """CSEPass's output merge and int/float merge (issue 56's structures met them) are accepted only where
+    the graphs show that merge: an alias, a dtype or a raise from another change is still reported."""
+    from conformance._result import Violation
+
+    def met(name, prop, message, before, after):
+        violation = Violation(prop, message)
+        violation.graph_before, violation.graph_after = before, after
+        return FINDINGS[name].matches(violation)
+
+    alias = "output[0] aliases output[1], but should not (the original's output[0] aliases nothing)"
+    twice = ("    neg = torch.ops.aten.neg.default(x)\n    neg_1 = torch.ops.aten.neg.default(x)\n"
+             "    return (neg, neg_1)")
+    merged = "    neg = torch.ops.aten.neg.default(x)\n    return (neg, neg)"
+    assert met("cse-pass-makes-two-outputs-one-tensor", "aliasing", alias, twice, merged)
+    # an output replaced by a new op's result (not a merge), or made an input: not this finding
+    assert not met("cse-pass-makes-two-outputs-one-tensor", "aliasing", alias, twice,
+                   "    neg = torch.ops.aten.neg.default(x)\n    view = torch.ops.aten.view.default(neg, [3])\n"
+                   "    return (neg, view)")
+    assert not met("cse-pass-makes-two-outputs-one-tensor", "aliasing", "output[0] aliases input[0]", twice, merged)
+    dtype = "output[0] dtype=torch.int64, but should be torch.float32"
+    twins = ("    add = torch.ops.aten.add.Tensor(x, 1)\n    add_1 = torch.ops.aten.add.Tensor(x, 1.0)\n"
+             "    return (add_1, add)")
+    one = "    add = torch.ops.aten.add.Tensor(x, 1)\n    return (add, add)"
+    assert met("cse-pass-merges-int-and-float-scalars", "values", dtype, twins, one)
+    assert met("cse-pass-merges-int-and-float-scalars", "validity", "running the transformed graph raised "
+               "RuntimeError: var_mean only support floating point", twins, one)
+    # numbers that differ by value (1 and 2.0), or twins the pass left apart: another bug's dtype
+    assert not met("cse-pass-merges-int-and-float-scalars", "values", dtype, twins.replace("1.0", "2.0"), one)
+    assert not met("cse-pass-merges-int-and-float-scalars", "values", dtype, twins, twins)
