@@ -37,10 +37,11 @@ SIGNATURES = {
 }
 
 
-# rms_norm's five-op chain takes the plain generator the most draws (11 s in make test), linear's the next
-# most (6 s): make test finds the empty_write chain (2 s), make sweep every chain
+# Measured on the 2-core AMD EPYC (2026-12-02, after issue 56's structures moved the draw order): the
+# empty_write chain took the plain generator 22 s to reach in make test, rms_norm's five-op chain 6.5 s,
+# linear's 2 s (11, 6 and 2 s before): make test finds the linear chain, make sweep every chain
 @pytest.mark.parametrize("chain", [pytest.param(c, id=c.name,
-                                                marks=pytest.mark.sweep if c.name != "empty_write" else ())
+                                                marks=pytest.mark.sweep if c.name != "linear" else ())
                                    for c in CHAINS])
 def test_every_chain_is_reachable(chain):
     strategy = graphs(ops=None, mutations=True, max_nodes=12)
