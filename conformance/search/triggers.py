@@ -331,7 +331,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     # A code-named binary op may be matched as x op x only (sub(x, x) -> 0: the code compares the two
     # operands), which plain focus draws make in one focus call of that op in six: where its one-op
     # graphs left it alone, or the one it changed held the pair, pair graphs are probed against others.
-    for row in _pair_candidates((named - alone) | paired):
+    for row in _pair_candidates((named - alone) | paired)[:_MAX_PAIR_OPS] if len(named) <= _MAX_PAIR_NAMED else ():
         if out_of_runs():
             return done(True)
         if _pair_acts(row, acts):
@@ -385,6 +385,10 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     return done(False, (*counts, _PAYOFF_EXAMPLES))
 
 
+# A pass matching x op x names few ops (sub and what replaces it); one naming many (Inductor's joint-graph
+# passes name dozens) would pay 7 runs and two small draws per op it names, at every cold discovery.
+_MAX_PAIR_NAMED = 8  # pairs are probed only where the code names at most this many catalog rows
+_MAX_PAIR_OPS = 4  # and of those, the first this many binary ones
 _PAIR_EXAMPLES = 4  # graphs holding x op x drawn to see whether the pass acts on one (per candidate row)
 _UNPAIRED_EXAMPLES = 3  # and graphs holding the op on two values, which it must leave alone
 
