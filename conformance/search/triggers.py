@@ -421,15 +421,19 @@ def _pair_acts(row, acts) -> bool:
     return drawn == _UNPAIRED_EXAMPLES and not any_acted
 
 
+def _binary_calls(op, case) -> list:
+    return [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+
+
 def _holds_pair(op, case) -> bool:
     """``op`` as x op x, and nowhere on two values (where the pass acts, the pair is why)."""
-    calls = [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+    calls = _binary_calls(op, case)
     return bool(calls) and all(n.args[0] is n.args[1] for n in calls)
 
 
 def _holds_unpaired(op, case) -> bool:
     """``op`` on two distinct tensors, and nowhere on one as both operands."""
-    calls = [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+    calls = _binary_calls(op, case)
     return bool(calls) and all(isinstance(n.args[1], torch.fx.Node) and n.args[0] is not n.args[1] for n in calls)
 
 
