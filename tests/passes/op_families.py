@@ -40,7 +40,9 @@ def _broadcasts_into(shape, target) -> bool:
 
 def _mm_adds(gm: fx.GraphModule):
     """``(add node, mm node, the other operand, alpha, the mm is add's first operand)`` for each
-    ``add.Tensor`` of an ``mm`` (either side) and a tensor that broadcasts into its shape."""
+    ``add.Tensor`` of an ``mm`` (either side) and a tensor that broadcasts into its shape, found as
+    the caller fuses them: a fused add can be the next add's other operand (a diamond: the fused
+    add feeding an mm and the add after it), so a list made first would hold the erased node."""
     for node in list(gm.graph.nodes):
         if not _is_call(node, aten.add.Tensor):
             continue
@@ -71,7 +73,7 @@ def fuse_mm_add_ignoring_alpha(gm: fx.GraphModule) -> fx.GraphModule:
     Flaw: ``alpha`` scales add's second operand; the rewrite drops it, so any ``alpha != 1``
     computes another value (``add(mm, y, alpha=2)`` is ``mm + 2y``, not ``mm + y``).
     """
-    for node, mm, bias, _alpha, _first in list(_mm_adds(gm)):
+    for node, mm, bias, _alpha, _first in _mm_adds(gm):  # lazily: a fused add may be the next one's bias
         _fuse(gm, node, mm, bias, {})
     return _done(gm)
 
@@ -80,7 +82,7 @@ def fuse_mm_add(gm: fx.GraphModule) -> fx.GraphModule:
     """Twin: ``add(mm, y, alpha=k) -> addmm(y, a, b, beta=k)``, ``add(y, mm, alpha=k) ->
     addmm(y, a, b, alpha=k)``; ``alpha == 0`` is left alone (``beta=0`` / ``alpha=0`` make ``addmm``
     skip that term, NaN and inf included, where ``x + 0 * y`` does not)."""
-    for node, mm, bias, alpha, first in list(_mm_adds(gm)):
+    for node, mm, bias, alpha, first in _mm_adds(gm):
         if alpha == 0:
             continue
         kwargs = {} if alpha == 1 else ({"beta": alpha} if first else {"alpha": alpha})
@@ -159,7 +161,9 @@ def _decompose_layer_norm(gm: fx.GraphModule, correction: int) -> fx.GraphModule
             results = [out, mean, rstd]
             if dtype in _HALF:
                 results = [_insert_call(g, aten._to_copy.default, (r,), {"dtype": dtype}) for r in results]
-            results = [_in_layout_of(g, r, v) for r, v in zip(results, _val(node) or (None,) * 3)]
+            eager = node.meta.get("val")  # the (out, mean, rstd) fakes: _val() takes a tensor only
+            results = [_in_layout_of(g, r, v if isinstance(v, torch.Tensor) else None)
+                       for r, v in zip(results, eager if isinstance(eager, (tuple, list)) else (None,) * 3)]
         for user in list(node.users):
             if user.target is not operator.getitem:
                 raise NotImplementedError(f"a user of native_layer_norm that is not a getitem: {user}")
