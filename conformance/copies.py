@@ -91,12 +91,22 @@ def clone_inputs(tensors) -> tuple:
     return restorage(tensors)
 
 
+def _widened(dtype: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype | None:
+    """What a tensor of ``dtype`` is converted to for ``float_dtype`` (its complex form for a complex
+    dtype: complex64 becomes complex128 for float64), or None where it is not a float."""
+    if float_dtype is None:
+        return None
+    if dtype.is_complex:
+        return torch.complex128 if float_dtype is torch.float64 else dtype
+    return float_dtype if dtype.is_floating_point else None
+
+
 def restorage(tensors, *, device=None, float_dtype: torch.dtype | None = None) -> tuple:
     """The one way tensors are copied: new storages holding the old bytes (on ``device``), each
     tensor re-viewed with its size, stride and offset, so sharing and layout survive.
 
     ``float_dtype``: floating tensors are instead re-viewed on a converted copy of their storage
-    (the fp64 reference run); one copy per (storage, dtype).
+    (the fp64 reference run; complex ones as complex128 for float64); one copy per (storage, dtype).
     """
     storages, out = {}, []
     for t in tensors:
@@ -104,12 +114,13 @@ def restorage(tensors, *, device=None, float_dtype: torch.dtype | None = None) -
             out.append(copy.deepcopy(t))
             continue
         st = t.untyped_storage()
-        convert = float_dtype is not None and t.is_floating_point() and t.dtype != float_dtype
+        target = _widened(t.dtype, float_dtype)
+        convert = target is not None and target != t.dtype
         key = ((st.data_ptr(), t.dtype if convert else None) if st.nbytes() else id(t))
         if key not in storages:
             if convert:
                 flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),))
-                storages[key] = flat.to(float_dtype)
+                storages[key] = flat.to(target)
             else:
                 storages[key] = torch.UntypedStorage(st.nbytes(), device=device or t.device)
                 storages[key].copy_(st)

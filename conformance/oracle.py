@@ -124,6 +124,19 @@ def compare_values(actual, expected, what: str, *, reference=None, signed_zeros:
         return f"{what}={actual!r}, but should be {expected!r}"
     if expected.numel() == 0:
         return None
+    if expected.is_complex() and actual.is_complex():  # judged as (real, imaginary) float pairs
+        def parts(t):
+            return torch.view_as_real(t.detach().resolve_conj().resolve_neg()) \
+                if isinstance(t, torch.Tensor) and t.is_complex() else None
+
+        def other_parts():
+            found = alternatives() if callable(alternatives) else alternatives
+            return [(parts(t[0]), parts(t[1])) if isinstance(t, tuple) else parts(t) for t in found or ()]
+
+        return compare_values(parts(actual), parts(expected), f"{what} (as real, imaginary pairs)",
+                              reference=parts(reference), signed_zeros=signed_zeros,
+                              computed_in=computed_in.to_real() if computed_in is not None and computed_in.is_complex
+                              else computed_in, specials=specials, alternatives=other_parts)
     a, e = actual.detach(), expected.detach()
 
     def others():
@@ -261,6 +274,8 @@ def bitwise_equal(a, e) -> bool:
     """Tensors equal bit for bit (NaN payloads included): the fast path for nearly every value."""
     if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.dtype != e.dtype or a.shape != e.shape:
         return False
+    if a.is_complex():
+        a, e = torch.view_as_real(a.resolve_conj()), torch.view_as_real(e.resolve_conj())
     if a.is_floating_point():
         view = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
         return view is not None and torch.equal(a.contiguous().view(view), e.contiguous().view(view))
@@ -348,6 +363,8 @@ def _same_value(x, y):
 
 
 def _eps(dtype: torch.dtype) -> float:
+    if dtype.is_complex:
+        dtype = dtype.to_real()
     return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
 
 
@@ -364,8 +381,8 @@ def least_precise(node, reference_dtypes: dict) -> torch.dtype | None:
             continue
         seen.add(n)
         val, ref = n.meta.get("val"), reference_dtypes.get(n.name)
-        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point and ref is not None \
-                and _eps(val.dtype) > _eps(ref) and (worst is None or _eps(val.dtype) > _eps(worst)):
+        if isinstance(val, torch.Tensor) and (val.dtype.is_floating_point or val.dtype.is_complex) \
+                and ref is not None and _eps(val.dtype) > _eps(ref) and (worst is None or _eps(val.dtype) > _eps(worst)):
             worst = val.dtype
         todo.extend(n.all_input_nodes)
     return worst

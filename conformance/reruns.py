@@ -94,8 +94,8 @@ class _AsDrawn(fx.Interpreter):
             kwargs = {k: _recast((v,), (n.kwargs.get(k),))[0] for k, v in kwargs.items()}
             with _default_dtype(self.host_default):  # rand([3]) draws eager's float32 numbers
                 out = n.target(*args, **kwargs)
-        return pytree.tree_map(lambda t: t.to(torch.float64) if isinstance(t, torch.Tensor)
-                               and t.is_floating_point() else t, out)
+        return pytree.tree_map(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64)
+                               if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) else t, out)
 
 
 # Ops whose ``eps=None`` means the epsilon of their input's dtype (``torch.finfo(dtype).eps``): run
@@ -128,8 +128,8 @@ def _recast(values: tuple, nodes: tuple) -> tuple:
     floating dtype cast back to it."""
     def back(v, a):
         val = a.meta.get("val") if isinstance(a, fx.Node) else None
-        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor) and v.is_floating_point() \
-                and val.dtype.is_floating_point and v.dtype != val.dtype:
+        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor) and v.dtype != val.dtype and (
+                (v.is_floating_point() and val.dtype.is_floating_point) or (v.is_complex() and val.dtype.is_complex)):
             return v.to(val.dtype)
         if isinstance(v, (list, tuple)) and isinstance(a, (list, tuple)) and len(v) == len(a):
             return type(v)(back(x, y) for x, y in zip(v, a))
@@ -343,7 +343,7 @@ def _upcast_attr(gm: torch.nn.Module, target: str) -> None:
     owner_path, _, leaf = target.rpartition(".")
     owner = gm.get_submodule(owner_path)
     value = getattr(owner, leaf)
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
+    if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
         new = upcast((value,))[0]
         if leaf in owner._buffers:
             owner._buffers[leaf] = new

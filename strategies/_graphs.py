@@ -120,6 +120,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     if requires_grad and ir not in ("aten", "pre-dispatch"):
         raise InvalidArgument(f"requires_grad=True needs ir='aten' or 'pre-dispatch', not {ir!r}: post-grad graphs "
                               f"are inference graphs (traced under no_grad) and export lifts parameters to inputs")
+    complex_leaves = dtypes is None  # the default dtypes: complex leaves where an op takes them
     if dtypes is None:
         dtypes = _dtypes()
     check_strategy(dtypes, "dtypes", "pass a strategy, e.g. dtypes=st.sampled_from([torch.float32])")
@@ -129,7 +130,7 @@ def graphs(*, ops=None, dtypes=None, min_nodes: int = 1, max_nodes: int = 12, mi
     drawn = aten_graphs(ops=ops, dtypes=dtypes, min_nodes=min_nodes, max_nodes=max_nodes, min_inputs=min_inputs,
                         max_inputs=max_inputs, views=views, mutations=mutations, special_values=special_values,
                         constants=constants, focus=focus, sizes=sizes, random=random, requires_grad=requires_grad,
-                        device=dev, run_device=run_device, support=support, hops=hops)
+                        device=dev, run_device=run_device, support=support, hops=hops, complex_leaves=complex_leaves)
     if ir == "aten":
         return drawn
     return drawn.map(lambda case: convert(case, ir))

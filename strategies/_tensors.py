@@ -24,8 +24,13 @@ from ._validation import check_bool, check_size_pair, check_strategy, check_type
 # --- dtypes ------------------------------------------------------------------------------------
 
 
-def dtypes(*, floating: bool = True, integral: bool = True, boolean: bool = True) -> st.SearchStrategy:
-    """Draw a torch dtype from f32, f64, f16, bf16, i64, i32 and bool.
+def dtypes(*, floating: bool = True, integral: bool = True, boolean: bool = True,
+           complex: bool = False) -> st.SearchStrategy:  # noqa: A002 - the kind's own name
+    """Draw a torch dtype from f32, f64, f16, bf16, i64, i32 and bool (and c64, c128 with ``complex``).
+
+    ``graphs()`` with its default dtypes draws complex leaves in focus steps, where the focused op
+    takes them (a float leaf's complex variant); ``complex=True`` draws them as often as the others,
+    everywhere.
 
     Shrinks towards ``torch.float32``.
 
@@ -35,14 +40,16 @@ def dtypes(*, floating: bool = True, integral: bool = True, boolean: bool = True
     check_bool(floating, "floating")
     check_bool(integral, "integral")
     check_bool(boolean, "boolean")
+    check_bool(complex, "complex")
     chosen = [
         d
         for d in C.ALL_DTYPES
         if (floating and d in C.FLOAT) or (integral and d in C.INT) or (boolean and d is torch.bool)
+        or (complex and d in C.COMPLEX)
     ]
     if not chosen:
         raise InvalidArgument(
-            "dtypes(floating=False, integral=False, boolean=False) has nothing to draw; "
+            "dtypes(floating=False, integral=False, boolean=False, complex=False) has nothing to draw; "
             "enable at least one kind"
         )
     return st.sampled_from(chosen)
@@ -169,6 +176,8 @@ def scalars(dtype: torch.dtype, domain: str = C.ANY_VALUE, *, special_values: bo
     bools = (st.booleans(),) if domain == C.ANY_VALUE else ()
     if dtype in C.INT:
         return st.one_of(element_values(dtype, domain).map(int), *bools)
+    if dtype.is_complex:  # a real number: a complex tensor plus a float, as traced graphs write it
+        dtype = dtype.to_real()
     values = element_values(dtype, domain, special_values=special_values)
     ints = element_values(torch.int64, domain).filter(lambda v: in_float_domain(v, domain))
     return st.one_of(values.map(float), ints, *bools)
@@ -279,9 +288,13 @@ def tensor_with_layout(draw, dtype: torch.dtype, shape: tuple, domain: str = C.A
     all of its output into NaN, and a changed value is then invisible behind it."""
     layout = draw_layout(draw, shape) if noncontiguous else Layout()
     base_shape = layout.base_shape(tuple(shape))
-    special_values = special_values and dtype.is_floating_point and flag(draw)
-    values = draw(_arrays(dtype, base_shape, domain, special_values))
-    base = _make_base(dtype, values)
+    special_values = special_values and (dtype.is_floating_point or dtype.is_complex) and flag(draw)
+    if dtype.is_complex:  # the real and imaginary parts drawn as floats (specials in either), paired
+        parts = dtype.to_real()
+        pairs = _make_base(parts, draw(_arrays(parts, (*base_shape, 2), domain, special_values)))
+        base = torch.view_as_complex(torch.empty(pairs.shape, dtype=parts).copy_(pairs))  # strides of a new one
+    else:
+        base = _make_base(dtype, draw(_arrays(dtype, base_shape, domain, special_values)))
     return layout.apply(base.clone()), base, layout
 
 

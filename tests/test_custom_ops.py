@@ -359,13 +359,15 @@ def test_the_fusion_and_its_planted_bug_over_200_graphs(seed_value, tmp_path):
 
     good = verify("mylib_fusion:fuse_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=200, seed=seed_value,
                   device="cpu", repro_dir=str(tmp_path))
-    assert good.ok and good.changed >= 40, (good.changed, good.violations)
+    # issue 56's bar, a tenth of the graphs (measured after its complex operands: 39-45 at seeds 0-2 for the
+    # fused-add fusion, which had 40 as its bar before)
+    assert good.ok and good.changed >= 20, (good.changed, good.violations)
     bad = verify("mylib_fusion:fuse_ignoring_epsilon", ops="mylib", ir="post-grad", max_examples=200, seed=seed_value,
                  device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert "values" in {v.property for v in bad.violations}
     good = verify("mylib_fusion:fuse_add_rms_norm_quant", ops="mylib", ir="post-grad", max_examples=200,
                   seed=seed_value, device="cpu", repro_dir=str(tmp_path))
-    assert good.ok and good.changed >= 40, (good.changed, good.violations)
+    assert good.ok and good.changed >= 20, (good.changed, good.violations)
     bad = verify("mylib_fusion:fuse_dropping_the_residual_write", ops="mylib", ir="post-grad", max_examples=200,
                  seed=seed_value, device="cpu", shrink=False, repro_dir=str(tmp_path))
     assert "values" in {v.property for v in bad.violations}

@@ -150,8 +150,13 @@ def test_torchs_cse_and_dce_hold_on_drawn_graphs_holding_a_higher_order_op(targe
     seeds = resolve_seed_graphs([(program, (torch.randn(3),))])
     drawn = _draw_cases(graphs(focus=Focus(seeds=seeds), device="cpu"), 10, 0)
     assert any(n.target is op for case in drawn for n in case.gm.graph.nodes)
+    # CSEPass's own findings (two outputs merged into one tensor, int/float scalar twins merged: strict
+    # xfails in conformance/suite/test_torch_passes.py) are met around these programs too: accepted by
+    # their shapes alone, as that suite accepts them
+    from conformance.suite.test_torch_passes import known_for
+    known = known_for("fx.CSEPass") if target.endswith(":CSEPass") else None
     result = verify(target, seed_graphs=[(program, (torch.randn(3),))], graphs=kind, max_examples=20, seed=0,
-                    device="cpu", shrink=False, repro_dir=None, focus="none")
+                    device="cpu", shrink=False, repro_dir=None, focus="none", known=known)
     assert result.ok, [(v.property, v.message) for v in result.violations]
     merged = result.changed - result.changed_dead_code_only
     assert (result.changed if "dead_code" in target else merged) > 0, result.fire_text

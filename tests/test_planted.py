@@ -179,11 +179,12 @@ def test_workers_split_the_budget_and_merge_findings(tmp_path):
 
 def test_no_shrink_reports_the_first_counterexample_as_found(tmp_path):
     """shrink=False (--no-shrink): the search stops at the first counterexample (plus its final replay)."""
-    # seed 15: found at example 2, shrunk in 67 runs from 12 lines to 2 (seed 3: 191 runs, 2.8 s of CPU)
-    fast = verify(_abs_to_neg, max_examples=60, seed=15, device="cpu", shrink=False, repro_dir=str(tmp_path), focus=ABS)
+    # seed 4: found at example 1, shrunk in 90 runs from 12 lines to 2 (1.8 s on the 2-core AMD EPYC; at
+    # seeds 1, 2, 15 the search meets a second bug too, abs -> neg on a complex x: its dtype)
+    fast = verify(_abs_to_neg, max_examples=60, seed=4, device="cpu", shrink=False, repro_dir=str(tmp_path), focus=ABS)
     assert [v.property for v in fast.violations] == ["values"] and fast.options["shrink"] is False
     assert fast.examples == fast.violations[0].example and fast.shrink_runs == 0
-    shrunk = verify(_abs_to_neg, max_examples=60, seed=15, device="cpu", repro_dir=None, focus=ABS)
+    shrunk = verify(_abs_to_neg, max_examples=60, seed=4, device="cpu", repro_dir=None, focus=ABS)
     assert shrunk.shrink_runs > 0 and shrunk.violations[0].example == fast.violations[0].example
     assert shrunk.violations[0].graph_before.count("\n") <= fast.violations[0].graph_before.count("\n")
 

@@ -36,6 +36,7 @@ import time
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings, seed as hseed
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 import strategies
@@ -58,6 +59,7 @@ _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
 _PAYOFF_EXAMPLES = 24
 _EDGE_EXAMPLES = 12  # graphs holding a candidate edge drawn to confirm it (per argument of the consumer)
+_EDGE_RUNS = 3  # independent draws an edge probe may take while it holds too few graphs (_edge_acts)
 _MAX_EDGE_OPS = 4  # pairs of the first this many code-named ops are candidate edges (16 at most)
 WEAK_SHARE = 0.25  # the share of focused graphs when plain graphs made the pass act clearly more often
 # Probing runs the pass 410-500 times (measured on Inductor's and torch.fx's passes). It stops after
@@ -180,9 +182,11 @@ def _row_probes(row, i: int) -> tuple:
     ops = [row]
     if row.overload is DEQUANTIZE:
         ops, nodes = [*rows_named(QUANTIZE), row], nodes + 1
+    complex_only = not row.dtypes - C.COMPLEX  # (view_as_real: its leaves complex)
     strategy = graphs(ops=ops, min_nodes=1, max_nodes=nodes, max_inputs=4 if row.draws_whole_call else 2,
                       mutations=row.category == "inplace", random=row.category == "random",
-                      special_values=False, constants=False)
+                      special_values=False, constants=False,
+                      dtypes=st.sampled_from(sorted(C.COMPLEX, key=str)) if complex_only else None)
     if len(ops) > 1:  # a graph of the producer alone is no probe of the row
         strategy = strategy.filter(functools.partial(_holds, row.overload))
     return tuple(_draw_cases(strategy, _PROBES_PER_OP, i))
@@ -552,7 +556,10 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
         return bool(acted) or len(held) == budget
 
     budget = _EDGE_EXAMPLES * len(arguments)  # as many graphs for each argument as an edge had alone
-    _draw_cases(strategy, 2 * budget, 0, until=tried)
+    for run in range(_EDGE_RUNS):
+        _draw_cases(strategy, 2 * budget, run, until=tried)
+        if acted or len(held) >= budget // 2:
+            break
     return acted
 
 

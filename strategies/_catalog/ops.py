@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .vocabulary import (
-    ANY, ANY_VALUE, ATTENTION, BASE, BATCH_NORM, CONV, CONVOLUTION, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE,
+    ANY, ANY_VALUE, ATTENTION, BASE, BATCH_NORM, COMPLEX, CONV, CONVOLUTION, DIAGONAL, DIM, DIM_INSERT, DIMS, DTYPE,
     EMBEDDING, EXPAND_AS, EXPAND_SHAPE, EXPONENT, FACTORY, FILL, FLATTEN, FLOAT, GATHER, GROUP_NORM, GT_NEG1,
     INDEX, INDEX_PUT, INDEXING, INPLACE, INTEGRAL, KEEPDIM, LAYER_NORM, MASK, MATMUL, MM, NONNEG, NONZERO, NORM,
     NUMERIC, OTHER, PAD, PERM, POINTWISE, POOL, POSITIVE, QUANT, RANDOM, REDUCTION, REPEAT, ROLL, SCALAR,
@@ -38,15 +38,15 @@ FLOAT_OUT = ANY  # unary math that promotes integers and bools to the default fl
 
 OPS: tuple[OpSpec, ...] = (
     # ---- pointwise, unary ---------------------------------------------------------------------
-    OpSpec(aten.abs.default, POINTWISE, (T,), NUMERIC),
-    OpSpec(aten.neg.default, POINTWISE, (T,), NUMERIC),  # bool negation raises
-    OpSpec(aten.exp.default, POINTWISE, (T,), FLOAT_OUT),
+    OpSpec(aten.abs.default, POINTWISE, (T,), NUMERIC | COMPLEX),
+    OpSpec(aten.neg.default, POINTWISE, (T,), NUMERIC | COMPLEX),  # bool negation raises
+    OpSpec(aten.exp.default, POINTWISE, (T,), FLOAT_OUT | COMPLEX),
     OpSpec(aten.exp2.default, POINTWISE, (T,), FLOAT_OUT),
     OpSpec(aten.expm1.default, POINTWISE, (T,), FLOAT_OUT),
     OpSpec(aten.log.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
     OpSpec(aten.log2.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
     OpSpec(aten.log1p.default, POINTWISE, (T,), FLOAT_OUT, (GT_NEG1,)),
-    OpSpec(aten.sqrt.default, POINTWISE, (T,), FLOAT_OUT, (NONNEG,)),
+    OpSpec(aten.sqrt.default, POINTWISE, (T,), FLOAT_OUT | COMPLEX, (NONNEG,)),
     OpSpec(aten.rsqrt.default, POINTWISE, (T,), FLOAT_OUT, (POSITIVE,)),
     OpSpec(aten.reciprocal.default, POINTWISE, (T,), FLOAT_OUT, (NONZERO,)),
     OpSpec(aten.sin.default, POINTWISE, (T,), FLOAT_OUT),
@@ -69,24 +69,24 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.logical_not.default, POINTWISE, (T,), ANY),
     OpSpec(aten.bitwise_not.default, POINTWISE, (T,), INTEGRAL),
     # ---- pointwise, binary arithmetic -----------------------------------------------------------
-    OpSpec(aten.add.Tensor, POINTWISE, (T, TS), ANY, kwargs=(ALPHA,)),
-    OpSpec(aten.add.Scalar, POINTWISE, (T, S), ANY, kwargs=(ALPHA,)),
-    OpSpec(aten.sub.Tensor, POINTWISE, (T, TS), NUMERIC, kwargs=(ALPHA,)),  # bool - bool raises
-    OpSpec(aten.sub.Scalar, POINTWISE, (T, S), NUMERIC, kwargs=(ALPHA,)),
+    OpSpec(aten.add.Tensor, POINTWISE, (T, TS), ANY | COMPLEX, kwargs=(ALPHA,)),
+    OpSpec(aten.add.Scalar, POINTWISE, (T, S), ANY | COMPLEX, kwargs=(ALPHA,)),
+    OpSpec(aten.sub.Tensor, POINTWISE, (T, TS), NUMERIC | COMPLEX, kwargs=(ALPHA,)),  # bool - bool raises
+    OpSpec(aten.sub.Scalar, POINTWISE, (T, S), NUMERIC | COMPLEX, kwargs=(ALPHA,)),
     OpSpec(aten.rsub.Scalar, POINTWISE, (T, S), NUMERIC, kwargs=(ALPHA,)),
-    OpSpec(aten.mul.Tensor, POINTWISE, (T, TS), ANY),
-    OpSpec(aten.mul.Scalar, POINTWISE, (T, S), ANY),
-    OpSpec(aten.div.Tensor, POINTWISE, (T, TS), ANY, (NONZERO, NONZERO)),  # true division
+    OpSpec(aten.mul.Tensor, POINTWISE, (T, TS), ANY | COMPLEX),
+    OpSpec(aten.mul.Scalar, POINTWISE, (T, S), ANY | COMPLEX),
+    OpSpec(aten.div.Tensor, POINTWISE, (T, TS), ANY | COMPLEX, (NONZERO, NONZERO)),  # true division
     OpSpec(aten.div.Tensor_mode, POINTWISE, (T, TS), NUMERIC, (NONZERO, NONZERO),
            kwargs=(Kwarg("rounding_mode", (None, "trunc", "floor"), required=True),)),
-    OpSpec(aten.div.Scalar, POINTWISE, (T, S), ANY, (ANY_VALUE, NONZERO)),
+    OpSpec(aten.div.Scalar, POINTWISE, (T, S), ANY | COMPLEX, (ANY_VALUE, NONZERO)),
     OpSpec(aten.floor_divide.default, POINTWISE, (T, TS), NUMERIC, (NONZERO, NONZERO)),
     OpSpec(aten.remainder.Tensor, POINTWISE, (T, TS), NUMERIC, (ANY_VALUE, NONZERO)),
     OpSpec(aten.remainder.Scalar, POINTWISE, (T, S), NUMERIC, (ANY_VALUE, NONZERO)),
     OpSpec(aten.fmod.Tensor, POINTWISE, (T, TS), NUMERIC, (ANY_VALUE, NONZERO)),
     OpSpec(aten.fmod.Scalar, POINTWISE, (T, S), NUMERIC, (ANY_VALUE, NONZERO)),
     OpSpec(aten.pow.Tensor_Tensor, POINTWISE, (T, T), NUMERIC, (BASE, EXPONENT)),
-    OpSpec(aten.pow.Tensor_Scalar, POINTWISE, (T, S), NUMERIC, (BASE, EXPONENT)),
+    OpSpec(aten.pow.Tensor_Scalar, POINTWISE, (T, S), NUMERIC | COMPLEX, (BASE, EXPONENT)),
     OpSpec(aten.maximum.default, POINTWISE, (T, T), ANY),  # propagates NaN
     OpSpec(aten.minimum.default, POINTWISE, (T, T), ANY),
     OpSpec(aten.atan2.default, POINTWISE, (T, T), FLOAT),
@@ -94,9 +94,9 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.copysign.Tensor, POINTWISE, (T, T), FLOAT),
     OpSpec(aten.lerp.Scalar, POINTWISE, (T, T, S), FLOAT),
     # ---- pointwise, comparisons and logic (results are bool) ---------------------------------------
-    OpSpec(aten.eq.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.eq.Tensor, POINTWISE, (T, TS), ANY | COMPLEX),
     OpSpec(aten.eq.Scalar, POINTWISE, (T, S), ANY),
-    OpSpec(aten.ne.Tensor, POINTWISE, (T, TS), ANY),
+    OpSpec(aten.ne.Tensor, POINTWISE, (T, TS), ANY | COMPLEX),
     OpSpec(aten.lt.Tensor, POINTWISE, (T, TS), ANY),
     OpSpec(aten.le.Tensor, POINTWISE, (T, TS), ANY),
     OpSpec(aten.gt.Tensor, POINTWISE, (T, TS), ANY),
@@ -109,32 +109,32 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.bitwise_or.Tensor, POINTWISE, (T, T), INTEGRAL),
     OpSpec(aten.bitwise_xor.Tensor, POINTWISE, (T, T), INTEGRAL),
     # ---- pointwise, selection and clamping ------------------------------------------------------
-    OpSpec(aten.where.self, POINTWISE, (MASK, T, T), ANY),
+    OpSpec(aten.where.self, POINTWISE, (MASK, T, T), ANY | COMPLEX),
     OpSpec(aten.masked_fill.Scalar, POINTWISE, (T, MASK, S), ANY),
     OpSpec(aten.clamp.default, POINTWISE, (T, S, S), NUMERIC),  # scalar bounds; min > max gives max
     OpSpec(aten.clamp.Tensor, POINTWISE, (T, T, T), NUMERIC),  # tensor bounds
     OpSpec(aten.clamp_min.default, POINTWISE, (T, S), NUMERIC),
     OpSpec(aten.clamp_max.default, POINTWISE, (T, S), NUMERIC),
-    OpSpec(aten._to_copy.default, POINTWISE, (T,), ANY, kwargs=(Kwarg("dtype", DTYPE, required=True),)),
+    OpSpec(aten._to_copy.default, POINTWISE, (T,), ANY | COMPLEX, kwargs=(Kwarg("dtype", DTYPE, required=True),)),
     # ---- views ----------------------------------------------------------------------------------
-    OpSpec(aten.view.default, VIEW, (T, SHAPE), ANY),  # needs view-compatible strides
-    OpSpec(aten.reshape.default, VIEW, (T, SHAPE), ANY),  # a view when it can be, else a copy
-    OpSpec(aten.permute.default, VIEW, (T, PERM), ANY),
-    OpSpec(aten.transpose.int, VIEW, (T, DIM, DIM), ANY),
-    OpSpec(aten.t.default, VIEW, (T,), ANY),  # rank <= 2 only
-    OpSpec(aten.expand.default, VIEW, (T, EXPAND_SHAPE), ANY),  # stride-0 result
-    OpSpec(aten.squeeze.dim, VIEW, (T, SQUEEZABLE_DIM), ANY),
+    OpSpec(aten.view.default, VIEW, (T, SHAPE), ANY | COMPLEX),  # needs view-compatible strides
+    OpSpec(aten.reshape.default, VIEW, (T, SHAPE), ANY | COMPLEX),  # a view when it can be, else a copy
+    OpSpec(aten.permute.default, VIEW, (T, PERM), ANY | COMPLEX),
+    OpSpec(aten.transpose.int, VIEW, (T, DIM, DIM), ANY | COMPLEX),
+    OpSpec(aten.t.default, VIEW, (T,), ANY | COMPLEX),  # rank <= 2 only
+    OpSpec(aten.expand.default, VIEW, (T, EXPAND_SHAPE), ANY | COMPLEX),  # stride-0 result
+    OpSpec(aten.squeeze.dim, VIEW, (T, SQUEEZABLE_DIM), ANY | COMPLEX),
     OpSpec(aten.squeeze.default, VIEW, (T,), ANY),
-    OpSpec(aten.unsqueeze.default, VIEW, (T, DIM_INSERT), ANY),
-    OpSpec(aten.slice.Tensor, VIEW, (T, SLICE), ANY),
-    OpSpec(aten.select.int, VIEW, (T, SELECT), ANY),
-    OpSpec(aten.flatten.using_ints, VIEW, (T, FLATTEN), ANY),
-    OpSpec(aten.alias.default, VIEW, (T,), ANY),
+    OpSpec(aten.unsqueeze.default, VIEW, (T, DIM_INSERT), ANY | COMPLEX),
+    OpSpec(aten.slice.Tensor, VIEW, (T, SLICE), ANY | COMPLEX),
+    OpSpec(aten.select.int, VIEW, (T, SELECT), ANY | COMPLEX),
+    OpSpec(aten.flatten.using_ints, VIEW, (T, FLATTEN), ANY | COMPLEX),
+    OpSpec(aten.alias.default, VIEW, (T,), ANY | COMPLEX),
     OpSpec(aten.detach.default, VIEW, (T,), ANY),  # an alias without autograd history (remove_detach's target)
     OpSpec(aten.as_strided.default, VIEW, (T, STRIDED), ANY),
     OpSpec(aten.diagonal.default, VIEW, (T, DIAGONAL), ANY),
     OpSpec(aten.unfold.default, VIEW, (T, UNFOLD), ANY),
-    OpSpec(aten.view.dtype, VIEW, (T, VIEW_DTYPE), NUMERIC),  # the same bits as another dtype of its size
+    OpSpec(aten.view.dtype, VIEW, (T, VIEW_DTYPE), NUMERIC | COMPLEX),  # the same bits as another dtype of its size
     OpSpec(aten.expand_as.default, VIEW, (EXPAND_AS,), ANY),
     # split-like ops return lists of views, read through getitem
     OpSpec(aten.split.Tensor, VIEW, (SPLIT,), ANY),
@@ -142,9 +142,9 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.chunk.default, VIEW, (SPLIT,), ANY),
     OpSpec(aten.unbind.int, VIEW, (SPLIT,), ANY),
     # ---- reductions -----------------------------------------------------------------------------
-    OpSpec(aten.sum.dim_IntList, REDUCTION, (T, DIMS, KEEPDIM), ANY),
+    OpSpec(aten.sum.dim_IntList, REDUCTION, (T, DIMS, KEEPDIM), ANY | COMPLEX),
     OpSpec(aten.sum.default, REDUCTION, (T,), ANY),
-    OpSpec(aten.mean.dim, REDUCTION, (T, DIMS, KEEPDIM), FLOAT),
+    OpSpec(aten.mean.dim, REDUCTION, (T, DIMS, KEEPDIM), FLOAT | COMPLEX),
     OpSpec(aten.amax.default, REDUCTION, (T, DIMS, KEEPDIM), ANY),  # empty reduced dim raises
     OpSpec(aten.amin.default, REDUCTION, (T, DIMS, KEEPDIM), ANY),
     OpSpec(aten.prod.dim_int, REDUCTION, (T, DIM, KEEPDIM), ANY),
@@ -164,8 +164,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.max.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
     OpSpec(aten.min.dim, REDUCTION, (T, DIM, KEEPDIM), ANY),
     # ---- other ----------------------------------------------------------------------------------
-    OpSpec(aten.clone.default, OTHER, (T,), ANY),
-    OpSpec(aten.cat.default, OTHER, (TENSORS,), ANY),
+    OpSpec(aten.clone.default, OTHER, (T,), ANY | COMPLEX),
+    OpSpec(aten.cat.default, OTHER, (TENSORS,), ANY | COMPLEX),
     OpSpec(aten.zeros_like.default, OTHER, (T,), ANY, kwargs=(DTYPE_KW,)),
     OpSpec(aten.full_like.default, OTHER, (T, S), ANY, kwargs=(DTYPE_KW,)),
     OpSpec(aten.ones_like.default, OTHER, (T,), ANY, kwargs=(DTYPE_KW,)),
@@ -179,8 +179,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten.triu.default, OTHER, (T, (0, 1, -1)), ANY),
     OpSpec(aten._unsafe_view.default, OTHER, (T, SHAPE), ANY),  # linear's reshape back: a copy in name only
     # ---- matmul: inner dims agree; addmm-like ops take beta/alpha ------------------------------------
-    OpSpec(aten.mm.default, MATMUL, (MM,), NUMERIC),
-    OpSpec(aten.bmm.default, MATMUL, (MM,), NUMERIC),
+    OpSpec(aten.mm.default, MATMUL, (MM,), NUMERIC | COMPLEX),
+    OpSpec(aten.bmm.default, MATMUL, (MM,), NUMERIC | COMPLEX),
     OpSpec(aten.addmm.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
     OpSpec(aten.baddbmm.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
     OpSpec(aten.addmv.default, MATMUL, (MM,), NUMERIC, kwargs=(BETA, ALPHA)),
@@ -267,6 +267,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec(aten._scaled_dot_product_efficient_attention.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_flash_attention.default, ATTENTION, (SDPA,), FLOAT),
     OpSpec(aten._scaled_dot_product_cudnn_attention.default, ATTENTION, (SDPA,), FLOAT),
+    # ---- complex dtypes alone: last, so the rows before keep their places (the probes' seeds) --------
+    OpSpec(aten.view_as_real.default, VIEW, (T,), COMPLEX),  # a complex tensor's (real, imag) float pairs
 )
 
 # How often to draw an op relative to the rest of its category (default 1). Real ATen graphs, and

@@ -38,6 +38,8 @@ ALL_DTYPES = (
     torch.int64,
     torch.int32,
     torch.bool,
+    torch.complex64,
+    torch.complex128,
 )
 FLOAT = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 INT = frozenset({torch.int32, torch.int64})
@@ -45,6 +47,9 @@ BOOL = frozenset({torch.bool})
 NUMERIC = FLOAT | INT
 INTEGRAL = INT | BOOL
 ANY = NUMERIC | BOOL
+# Complex dtypes: drawn where a row lists them (the rows whose CPU kernels take both), as a variant of
+# a float32/float64 leaf (operands.complex_variant) or a view.dtype of a float's bits; never in ANY.
+COMPLEX = frozenset({torch.complex64, torch.complex128})
 
 # --- argument kinds: each has exactly one drawing rule in _draw/ -------------------------------
 TENSOR = "tensor"  # a tensor operand, broadcast against the first one

@@ -161,14 +161,16 @@ SHAPE_RULES = {
 }
 
 
-def rule_view_dtype(draw, t):
+def rule_view_dtype(draw, t, complex_ok: bool = False):
     """Another dtype of the catalog for ``t``'s bits: one of its element size half the time, else
     one of another size where eager allows it (the last dim contiguous; to a wider dtype its size,
     the other strides and the offset divisible by the ratio): the last dim then grows or shrinks by
-    the ratio, what a pass that takes ``view.dtype`` for a shape-keeping view gets wrong."""
+    the ratio, what a pass that takes ``view.dtype`` for a shape-keeping view gets wrong.
+    ``complex_ok``: a complex dtype may be the target (where complex leaves are drawn: focused graphs)."""
     size = t.dtype.itemsize
-    same = [d for d in C.ALL_DTYPES if d is not t.dtype and d.itemsize == size]
-    other = [d for d in C.ALL_DTYPES if d.itemsize != size and d is not torch.bool and _bits_fit(t, d.itemsize)]
+    kept = [d for d in C.ALL_DTYPES if complex_ok or not d.is_complex]
+    same = [d for d in kept if d is not t.dtype and d.itemsize == size]
+    other = [d for d in kept if d.itemsize != size and d is not torch.bool and _bits_fit(t, d.itemsize)]
     if other and (not same or flag(draw)):
         return [choose(draw, other)]
     if not same:

@@ -79,7 +79,9 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
         elif kind == C.DTYPE:
             args.append(draw(ctx.dtypes))
         else:
-            drawn = SHAPE_RULES[kind](draw, first.tensor)
+            # (view.dtype's target is complex only where complex leaves are drawn: focus steps)
+            drawn = SHAPE_RULES[kind](draw, first.tensor, **({"complex_ok": True} if kind == C.VIEW_DTYPE
+                                                             and ctx.complex_leaves and ctx.focus_step else {}))
             if ctx.focus_step and ctx.pass_scalars and kind in INDEX_KINDS:
                 drawn = own_indices(draw, ctx, kind, drawn, first.tensor)
             if ctx.focus_step and kind == C.SLICE:

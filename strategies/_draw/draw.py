@@ -34,7 +34,7 @@ from .._errors import InvalidArgument
 from .._tensors import check_dtype, tensor_with_layout
 from .._tensors import shapes as _shapes
 from .call import call_args
-from .operands import DrawContext
+from .operands import DrawContext, complex_input
 from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
 from .edges import INVERSES, diamond, edge_at, first_tensor_argument, relate, tensor_arguments
@@ -70,8 +70,9 @@ class _Config:
     def __init__(self, rows, dtypes, shapes, *, min_nodes, max_nodes, min_inputs, max_inputs,
                  mutations, special_values, constants, focus=None, focus_rows=(), focus_edges=(), large=False, chains=(),
                  requires_grad=False, device=torch.device("cpu"), run_device=torch.device("cpu"), support=None,
-                 hops=()):
+                 hops=(), complex_leaves=False):
         self.rows, self.dtypes, self.shapes = rows, dtypes, shapes
+        self.complex_leaves = complex_leaves
         self.hops = hops
         self.device, self.run_device, self.support = device, run_device, support
         self.requires_grad = requires_grad
@@ -105,7 +106,8 @@ class _Config:
             self._subgraph_config = _Config(
                 rows, self.dtypes, self.shapes, min_nodes=1, max_nodes=MAX_SUBGRAPH_NODES, min_inputs=0,
                 max_inputs=0, mutations=False, special_values=self.special_values, constants=False,
-                large=self.large, device=self.device, run_device=self.run_device, support=self.support)
+                large=self.large, device=self.device, run_device=self.run_device, support=self.support,
+                complex_leaves=self.complex_leaves)
         return self._subgraph_config
 
     def __repr__(self) -> str:
@@ -144,9 +146,15 @@ def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool, ho
     return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
 
 
+def _complex_only(row) -> bool:
+    """A row of complex dtypes alone (view_as_real): drawn where it is named (``ops=``, a focus), not
+    among the default rows, whose operands are real outside focus steps."""
+    return bool(row.dtypes) and row.dtypes <= C.COMPLEX
+
+
 def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tuple:
     if ops is None:
-        return tuple(row for row in OPS if (views or row.category != C.VIEW)
+        return tuple(row for row in OPS if (views or row.category != C.VIEW) and not _complex_only(row)
                      and (mutations or row.category != C.INPLACE) and (random or row.category != C.RANDOM))
     if isinstance(ops, (str, C.OpSpec)) or not hasattr(ops, "__iter__"):
         raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
@@ -178,10 +186,12 @@ def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tupl
 def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inputs: int = 1, max_inputs: int = 4,
                 views: bool = True, mutations: bool = False, special_values: bool = False, constants: bool = True,
                 focus=None, sizes: str = "small", random: bool = False, requires_grad: bool = False,
-                device: torch.device, run_device: torch.device, support, hops: tuple = ()) -> st.SearchStrategy:
+                device: torch.device, run_device: torch.device, support, hops: tuple = (),
+                complex_leaves: bool = False) -> st.SearchStrategy:
     """ATen graphs (``graphs()``'s options, validated) drawn for ``device``: computed on ``run_device``
     (the device itself, or the CPU where a simulated device's table is used), of the rows ``support``
-    (a ``DeviceSupport``) says the device runs."""
+    (a ``DeviceSupport``) says the device runs. ``complex_leaves``: in a focus step a new float32/float64
+    leaf of an op that takes complex is its complex variant half the time (``graphs()``'s default dtypes)."""
     asked = _resolve_ops(ops, views, mutations, random)
     rows = support.narrow(asked)
     if not rows:
@@ -192,7 +202,9 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
     focus_rows, focus_edges = (), ()
     hops = tuple(dict.fromkeys((*hops, *(focus.hops if focus is not None else ()))))
     if focus is not None and focus.ops:
-        focus_rows = tuple(r for r in support.narrow(_resolve_ops(focus.ops, True, True)) if r in rows)
+        named = support.narrow(_resolve_ops(focus.ops, True, True))
+        rows = (*rows, *(r for r in named if _complex_only(r) and r not in rows))  # drawn where a pass names them
+        focus_rows = tuple(r for r in named if r in rows)
     if focus is not None and focus.edges:
         focus_edges = _resolve_edges(focus.edges, rows)
     large = sizes == "large"
@@ -204,7 +216,7 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
                   special_values=special_values, constants=constants, focus=focus, focus_rows=focus_rows,
                   focus_edges=focus_edges,
                   large=large, chains=_chains(rows), requires_grad=requires_grad,
-                  device=device, run_device=run_device, support=support, hops=hops)
+                  device=device, run_device=run_device, support=support, hops=hops, complex_leaves=complex_leaves)
     return _graph_cases(cfg)
 
 
@@ -249,6 +261,9 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
         if cfg.focus is not None:
             i = neutral_or_index(draw, 100)  # the neutral draw (and what this shrinks to) is focused
             if i is None or i < 100 * cfg.focus.share:
+                # complex leaves in focus steps alone: where the pass's own ops take them (plain
+                # graphs, and graphs() in a user's own tests, keep the real dtypes they always drew)
+                ctx.complex_leaves = cfg.complex_leaves
                 ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
                 ctx.pass_scalars, ctx.edges, ctx.pairs = cfg.focus.scalars, cfg.focus_edges, cfg.pair_rows
         for _ in range(cfg.min_inputs):
@@ -641,7 +656,16 @@ def _edge_step(draw, ctx: DrawContext, cfg: _Config) -> None:
             source = made[-1]
         else:
             ctx.aims = aims_of(producer.overload)
-            args, kwargs = call_args(draw, ctx, producer)
+            # a producer that takes complex reads a new complex input one time in six (its operand is
+            # mostly an existing value, rarely complex): a matcher's check for complex is forgotten
+            # there (pow(abs(x), 2) -> x * x), and on a constant the edge would be dead
+            if producer.dtypes & C.COMPLEX and ctx.complex_leaves and draw(integers(0, 5)) == 5:  # (shrinks to real)
+                ctx.prefer = complex_input(draw, ctx, producer.dtypes) or ctx.prefer
+                ctx.chained = ctx.prefer is not None and ctx.prefer.tensor.is_complex()
+            try:
+                args, kwargs = call_args(draw, ctx, producer)
+            finally:
+                ctx.chained = False
             # a consumer of a list (cat, stack) gets every result of a multi-result producer (split):
             # split-cat eliminations match all of them, in order
             keep = (lambda i: True) if _lists(consumer, name) else _keeper(draw)

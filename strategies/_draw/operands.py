@@ -61,17 +61,48 @@ class DrawContext:
     max_nodes: int = 64
     large: bool = False  # sizes="large": some leaves of 4096-65536 elements, matmul dims over 64
     mutations: bool = False  # graphs(mutations=True): a user op may write an existing value
+    complex_leaves: bool = False  # in a focus step, a float32/float64 leaf of an op taking complex is complex at times
 
     @property
     def max_numel(self) -> int:
         return self.builder.max_numel
 
 
+_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def complex_variant(draw, ctx, dtype, dtypes_ok):
+    """``dtype``, or its complex variant a quarter of the time in a focus step of a graph with
+    ``ctx.complex_leaves``, where the op takes it (the complex dtypes come in as float leaves'
+    variants, so an op that takes no complex costs no rejected leaf and no draw; a matcher's op on a
+    complex operand is where a check for complex is forgotten)."""
+    variant = _COMPLEX_OF.get(dtype)
+    if not (ctx.complex_leaves and ctx.focus_step) or variant not in dtypes_ok or not flag(draw):
+        return dtype
+    return variant
+
+
+def complex_input(draw, ctx, dtypes_ok) -> Value | None:
+    """A new complex input (contiguous, of a drawn shape) of a dtype in ``dtypes_ok``, where
+    ``ctx.complex_leaves`` and there is room for an input; else None."""
+    complexes = sorted((d for d in dtypes_ok if d.is_complex), key=str)
+    if not (ctx.complex_leaves and ctx.focus_step) or not complexes or len(ctx.builder.recipes) >= ctx.max_inputs:
+        return None
+    shape = tuple(draw(ctx.shapes))
+    if math.prod(shape) > ctx.max_numel:
+        return None
+    _, base, _ = tensor_with_layout(draw, choose(draw, complexes), shape, special_values=ctx.special_values,
+                                    noncontiguous=False)
+    return ctx.builder.add_input(base, Layout())
+
+
 def in_domain(t: torch.Tensor, domain: str, special_values: bool) -> bool:
     if domain == C.ANY_VALUE or t.numel() == 0:
         return True
-    if special_values and t.is_floating_point():
+    if special_values and (t.is_floating_point() or t.is_complex()):
         return True
+    if t.is_complex():  # a domain bounds both parts
+        return in_domain(torch.view_as_real(t.resolve_conj()), domain, special_values)
     if t.dtype is torch.bool:
         return domain not in (C.NONZERO, C.POSITIVE) or bool(t.all())
     integral = not t.is_floating_point()
@@ -185,8 +216,8 @@ def _aimed_leaf(draw, ctx: DrawContext, dtypes_ok, domain, like: Value | None, i
     elif like is not None and (aim == TIES or flag(draw)):
         dtype, shape = like.tensor.dtype, tuple(like.tensor.shape)  # ties need the first operand's shape
     else:
-        dtype = draw(ctx.dtypes)
-        integral = sorted((d for d in dtypes_ok if not d.is_floating_point), key=str)
+        dtype = complex_variant(draw, ctx, draw(ctx.dtypes), dtypes_ok)
+        integral = sorted((d for d in dtypes_ok if not d.is_floating_point and not d.is_complex), key=str)
         if aim == INTEGRAL and integral:
             dtype = choose(draw, integral)
         elif dtype not in dtypes_ok:  # one the op takes (softmax: a float), not a wasted aim
@@ -253,7 +284,7 @@ def new_leaf(draw, ctx: DrawContext, *, dtypes_ok, domain, like, into, target, m
     elif like is not None and flag(draw) is False:
         dtype = like.tensor.dtype  # same dtype first: mixing is the exception
     else:
-        dtype = draw(ctx.dtypes)
+        dtype = complex_variant(draw, ctx, draw(ctx.dtypes), dtypes_ok)
     if dtype not in dtypes_ok:
         raise StepRejected(f"{dtype} not supported here")
     if make_shape is not None:

@@ -13,7 +13,10 @@ twin and a buggy one, in the shapes of bugs PyTorch's own FX passes shipped and 
 - a view reordering that moves ``view.dtype`` past a ``view``, right only for a dtype of the same
   element size: ``view.dtype`` to another element size;
 - a ``mul(x, sigmoid(x))`` -> ``silu(x)`` fusion that hands the silu to the sigmoid's other readers:
-  a diamond (one value feeding two consumers the pattern ties together).
+  a diamond (one value feeding two consumers the pattern ties together);
+- a ``pow(abs(x), 2)`` -> ``mul(x, x)`` rewrite that forgets complex ``x`` (``|x|**2`` is
+  ``x * conj(x)``, a real number, where ``x * x`` is a complex one), as norm decompositions that
+  squared without ``abs`` did for complex inputs: complex dtypes.
 
 ``STRUCTURES`` names each as ``tests/passes/matchers.py``'s ``CORPUS`` does (scripts/matcher_corpus.py
 ``--corpus structures`` measures them; docs/fire-rates.md has the table). The correct twins keep what
@@ -329,6 +332,34 @@ def silu_fusion_taking_the_sigmoids_readers(gm):
     return _silu(False)(gm)
 
 
+# --- 7. pow(abs(x), 2) -> mul(x, x) ---------------------------------------------------------------------------
+
+
+def _square_of_abs(real_only: bool):
+    """``pow(abs(x), 2)`` is ``x * x`` for a real ``x`` (an integer ``x`` only with the int exponent 2:
+    ``int ** 2.0`` is a float); ``real_only``: not for a complex ``x``."""
+    def match(g, n):
+        if not _is(n, aten.pow.Tensor_Scalar) or not _is(n.args[0], aten.abs.default) or n.args[1] != 2:
+            return None
+        x = n.args[0].args[0]
+        val = _val(x)
+        if not isinstance(val, torch.Tensor) or val.dtype is torch.bool or (real_only and val.is_complex()):
+            return None
+        if type(n.args[1]) is not int and not (val.is_floating_point() or val.is_complex()):
+            return None
+        return g.call_function(aten.mul.Tensor, (x, x))
+    return match
+
+
+def square_of_abs(gm):
+    return _rewrite(gm, _square_of_abs(True))
+
+
+def square_of_abs_on_complex_too(gm):
+    """Buggy: rewrites a complex ``x`` too, whose ``x * x`` is complex (and not ``|x|**2``)."""
+    return _rewrite(gm, _square_of_abs(False))
+
+
 _HERE = "tests.passes.structures:"
 
 STRUCTURES = {
@@ -347,4 +378,7 @@ STRUCTURES = {
                                   "Inductor joint_graph view reordering, view.dtype as a view"),
     "silu-diamond": Matcher(_HERE + "silu_fusion", _HERE + "silu_fusion_taking_the_sigmoids_readers",
                             "the sigmoid's other readers given the silu", "Inductor pattern matcher, mul(x, sigmoid(x))"),
+    "abs-square-complex": Matcher(_HERE + "square_of_abs", _HERE + "square_of_abs_on_complex_too",
+                                  "|x|**2 taken for x * x on a complex x",
+                                  "norm decompositions squaring without abs (complex inputs)"),
 }
