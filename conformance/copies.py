@@ -91,7 +91,7 @@ def clone_inputs(tensors) -> tuple:
     return restorage(tensors)
 
 
-def _widened(dtype: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype | None:
+def widened(dtype: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype | None:
     """What a tensor of ``dtype`` is converted to for ``float_dtype`` (its complex form for a complex
     dtype: complex64 becomes complex128 for float64), or None where it is not a float."""
     if float_dtype is None:
@@ -114,7 +114,7 @@ def restorage(tensors, *, device=None, float_dtype: torch.dtype | None = None) -
             out.append(copy.deepcopy(t))
             continue
         st = t.untyped_storage()
-        target = _widened(t.dtype, float_dtype)
+        target = widened(t.dtype, float_dtype)
         convert = target is not None and target != t.dtype
         key = ((st.data_ptr(), t.dtype if convert else None) if st.nbytes() else id(t))
         if key not in storages:

@@ -20,7 +20,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ._random import draws_random
-from .copies import graph_run, restorage, snapshot, tensor_constants
+from .copies import graph_run, restorage, snapshot, tensor_constants, widened
 
 
 def upcast(tensors) -> tuple:
@@ -94,8 +94,8 @@ class _AsDrawn(fx.Interpreter):
             kwargs = {k: _recast((v,), (n.kwargs.get(k),))[0] for k, v in kwargs.items()}
             with _default_dtype(self.host_default):  # rand([3]) draws eager's float32 numbers
                 out = n.target(*args, **kwargs)
-        return pytree.tree_map(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64)
-                               if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) else t, out)
+        return pytree.tree_map(lambda t: t.to(widened(t.dtype, torch.float64))
+                               if isinstance(t, torch.Tensor) and widened(t.dtype, torch.float64) else t, out)
 
 
 # Ops whose ``eps=None`` means the epsilon of their input's dtype (``torch.finfo(dtype).eps``): run

@@ -69,9 +69,9 @@ def test_complex_values_are_drawn_in_focused_graphs_where_ops_take_them_and_only
 def test_the_users_dtypes_decide_the_leaves():
     """With ``dtypes=`` given no leaf is complex unless the user names a complex dtype, and then the
     ops that take it draw it."""
-    for case in _cases(graphs(dtypes=st.just(torch.float32)), 60):
+    for case in _cases(graphs(dtypes=st.just(torch.float32), device="cpu"), 60):
         assert not any(t.is_complex() for t in case.example_inputs if isinstance(t, torch.Tensor))
-    drawn = _cases(graphs(ops=["aten.mul.Tensor", "aten.abs.default"], dtypes=st.just(torch.complex64)), 30)
+    drawn = _cases(graphs(ops=["aten.mul.Tensor", "aten.abs.default"], dtypes=st.just(torch.complex64), device="cpu"), 30)
     assert sum(any(t.dtype is torch.complex64 for t in c.example_inputs) for c in drawn) >= 20
 
 

@@ -14,7 +14,6 @@ import strategies as S
 from strategies._draw import features
 from strategies._draw.support import cpu_support
 from strategies import FEATURES, OPS, InvalidArgument, dtypes, graphs
-from strategies._catalog.vocabulary import COMPLEX
 from strategies._draw.features import MUTATION_FEATURES
 from conformance.suite._tiers import spread
 from tests._debug import find_any, minimal
@@ -49,9 +48,8 @@ def _same(a, b):
 def test_every_catalog_op_is_reachable(row):
     """Every row the CPU runs (the CUDA-only attention overloads: tests/test_device.py)."""
     # a row of complex dtypes alone (view_as_real) reads complex leaves: drawn where the user's dtypes hold them
-    complex_only = not row.dtypes - COMPLEX
     strategy = graphs(ops=[row], mutations=row.category == "inplace", random=row.category == "random", max_nodes=4,
-                      device="cpu", dtypes=dtypes(complex=True) if complex_only else None)
+                      device="cpu", dtypes=dtypes(complex=True) if row.complex_only else None)
     find_any(strategy, lambda case: row.overload in _targets(case), max_examples=500)
 
 

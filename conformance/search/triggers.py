@@ -182,11 +182,10 @@ def _row_probes(row, i: int) -> tuple:
     ops = [row]
     if row.overload is DEQUANTIZE:
         ops, nodes = [*rows_named(QUANTIZE), row], nodes + 1
-    complex_only = not row.dtypes - C.COMPLEX  # (view_as_real: its leaves complex)
     strategy = graphs(ops=ops, min_nodes=1, max_nodes=nodes, max_inputs=4 if row.draws_whole_call else 2,
                       mutations=row.category == "inplace", random=row.category == "random",
                       special_values=False, constants=False,
-                      dtypes=st.sampled_from(sorted(C.COMPLEX, key=str)) if complex_only else None)
+                      dtypes=st.sampled_from(sorted(C.COMPLEX, key=str)) if row.complex_only else None)
     if len(ops) > 1:  # a graph of the producer alone is no probe of the row
         strategy = strategy.filter(functools.partial(_holds, row.overload))
     return tuple(_draw_cases(strategy, _PROBES_PER_OP, i))
@@ -519,7 +518,9 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
     drawn with the edge alone (two calls, the consumer on the producer's result at one of those
     arguments in turn: ``Focus.edges`` holds one edge per argument): up to ``_EDGE_EXAMPLES`` of
     them for each argument, of twice as many drawn (an edge step can fail), tried in the order
-    drawn. The draw stops
+    drawn; where a run held under half of them and none acted, another independent run, up to
+    ``_EDGE_RUNS`` (one run's draws are mutations of its first ones: abs -> pow, pow's base refusing
+    many results, was held by 3 of one run's graphs and never confirmed). The draw stops
     at the first that acts, and that graph's edges say at which arguments: the same graphs are tried
     as when all were drawn first, and a confirmed edge no longer pays for the rest (edges were 15%
     of the discoveries of tests/test_patterns.py and test_op_families.py on the 2-core AMD EPYC).

@@ -173,6 +173,12 @@ class OpSpec:
         """Its first kind draws every argument (``CALL_KINDS``)."""
         return bool(self.args) and self.args[0] in CALL_KINDS
 
+    @property
+    def complex_only(self) -> bool:
+        """It takes complex dtypes alone (``view_as_real``): drawn where it is named (``ops=``, a focus),
+        its leaves complex, and not among the default rows, whose operands are real outside focus steps."""
+        return bool(self.dtypes) and self.dtypes <= COMPLEX
+
     def domain_of(self, position: int) -> str:
         return self.domain[position] if position < len(self.domain) else ANY_VALUE
 

@@ -146,15 +146,9 @@ def _step_kinds(rows: tuple, chains: tuple, mutations: bool, in_region: bool, ho
     return Weighted([k for k, _ in kinds], [w for _, w in kinds], neutral=kinds[0][0])
 
 
-def _complex_only(row) -> bool:
-    """A row of complex dtypes alone (view_as_real): drawn where it is named (``ops=``, a focus), not
-    among the default rows, whose operands are real outside focus steps."""
-    return bool(row.dtypes) and row.dtypes <= C.COMPLEX
-
-
 def _resolve_ops(ops, views: bool, mutations: bool, random: bool = True) -> tuple:
     if ops is None:
-        return tuple(row for row in OPS if (views or row.category != C.VIEW) and not _complex_only(row)
+        return tuple(row for row in OPS if (views or row.category != C.VIEW) and not row.complex_only
                      and (mutations or row.category != C.INPLACE) and (random or row.category != C.RANDOM))
     if isinstance(ops, (str, C.OpSpec)) or not hasattr(ops, "__iter__"):
         raise InvalidArgument(f"ops={ops!r} must be a list of catalog rows, OpOverloads or names")
@@ -203,7 +197,7 @@ def aten_graphs(*, ops, dtypes, min_nodes: int = 1, max_nodes: int = 12, min_inp
     hops = tuple(dict.fromkeys((*hops, *(focus.hops if focus is not None else ()))))
     if focus is not None and focus.ops:
         named = support.narrow(_resolve_ops(focus.ops, True, True))
-        rows = (*rows, *(r for r in named if _complex_only(r) and r not in rows))  # drawn where a pass names them
+        rows = (*rows, *(r for r in named if r.complex_only and r not in rows))  # drawn where a pass names them
         focus_rows = tuple(r for r in named if r in rows)
     if focus is not None and focus.edges:
         focus_edges = _resolve_edges(focus.edges, rows)
