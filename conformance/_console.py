@@ -156,7 +156,7 @@ def fire_line(result: VerifyResult) -> str:
     line = result.fire_text
     dead = result.changed_dead_code_only
     holding = (result.focus or {}).get("graphs_holding")
-    if holding == 0 and result.examples and dead == result.changed:  # its own ops never reached it
+    if holding == 0 and result.focus.get("ops") and result.examples and dead == result.changed:  # its own ops never reached it
         ops = ", ".join(item["op"] for item in result.focus["ops"][:4])
         line += (f"; warning: none of the {result.examples} {result.ir_text}graphs held {ops} (what it looks for)"
                  + (f": {result.ir_text.strip()} tracing decomposes them away (try --ir aten, or --seed-graphs with "
@@ -219,6 +219,9 @@ def focus_line(focus: dict) -> str | None:
         parts.append(f"{', '.join('higher_order.' + h for h in focus['hops'])} (code; drawn in every graph)")
     if focus.get("pairs"):
         parts.append(f"acts on {', '.join(p + '(x, x)' for p in focus['pairs'])} (drawn with x holding NaN or inf)")
+    if "duplicates" in focus.get("structures", ()):
+        parts.append("acts on an expression computed twice (probe; drawn one step in four, with scalars of the "
+                     "other type and across writes)")
     missing = focus.get("not_in_catalog", ())
     if missing:
         where = "only the seed graphs have it" if seeds else "so no drawn graph has it: try --seed-graphs"

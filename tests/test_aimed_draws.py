@@ -7,10 +7,12 @@ line says), and the acting-ops test keeps 150 draws, where its unfocused ratio s
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from strategies import Focus, graphs
+from strategies import OPS, Focus, graphs
 from strategies._draws import _edges
 
 aten = torch.ops.aten
@@ -32,6 +34,10 @@ def _draws(strategy, n: int = 200, at: int = 0) -> list:
 
 def _calls(cases, target):
     return [n for c in cases for n in c.gm.graph.nodes if n.target is target]
+
+
+def _arg(node, i: int, default):
+    return node.args[i] if len(node.args) > i else default
 
 
 def _values(case) -> dict:
@@ -146,3 +152,121 @@ def test_the_ops_a_pass_acts_on_by_themselves_are_drawn_three_times_as_often_as_
         counts[acting] = (len(_calls(cases, aten.sin.default)), len(_calls(cases, aten.cos.default)))
     (sin0, cos0), (sin1, cos1) = counts.values()
     assert sin1 >= 2 * cos1 and sin0 < 2 * cos0, counts  # measured 412/130 and 257/174 (75 draws: 197/67, 171/93)
+
+
+def _where_pairs(cases) -> int:
+    return sum(1 for n in _calls(cases, aten.where.self) if n.args[1] is n.args[2])
+
+
+def test_a_where_the_pass_acts_on_as_where_c_x_x_is_drawn_with_its_two_branches_one_value():
+    """An equal-operands pair of an op whose first operand is a mask is its two others
+    (``OpSpec.pair_positions``): ``where(c, x, x)``, what remove_no_ops-style passes match
+    (``n.args[1] is n.args[2]``). Before, where was never a pair: its branches were one value by chance."""
+    where = aten.where.self
+    assert {r.overload: r.pair_positions for r in OPS if r.overload in (where, aten.sub.Tensor, aten.neg.default)} \
+        == {where: (1, 2), aten.sub.Tensor: (0, 1), aten.neg.default: None}
+    ops = ["aten.where.self"]
+    paired, plain = (_where_pairs(_draws(graphs(focus=Focus(ops=ops, pairs=p), device="cpu"), 80)) for p in (ops, ()))
+    # measured in 80 draws at seed 0: 225 and 50 (before pair_positions: 29 and 29)
+    assert paired >= 2 * plain, (paired, plain)
+
+
+def test_a_split_feeding_a_cat_makes_two_pieces_or_more_and_the_cat_reads_them_all():
+    """``cat(split(x, s, d), d')``: an edge's split makes two pieces or more where its dim has room,
+    the cat reads every piece in order, and its dim is related to the split's (``relate``: a
+    multi-result producer's call, not only its first getitem's)."""
+    def whole(cases):
+        n_whole = n_same = 0
+        for n in _calls(cases, aten.cat.default):
+            items = n.args[0]
+            src = items[0].args[0] if items and items[0].target is operator.getitem else None
+            if getattr(src, "target", None) not in (aten.split.Tensor, aten.split_with_sizes.default) \
+                    or len(src.meta["val"]) < 2 or [(i.args[0], i.args[1]) for i in items] != \
+                    [(src, k) for k in range(len(src.meta["val"]))]:
+                continue
+            rank = src.args[0].meta["val"].dim()
+            n_whole += 1
+            n_same += _arg(n, 1, 0) % rank == _arg(src, 2, 0) % rank
+        return n_whole, n_same
+    split, with_sizes, cat = "aten.split.Tensor", "aten.split_with_sizes.default", "aten.cat.default"
+    focus = Focus(ops=[cat, split, with_sizes], edges=[(split, cat, "tensors"), (with_sizes, cat, "tensors")])
+    n_whole, n_same = whole(_draws(graphs(focus=focus, device="cpu"), 80))
+    # measured in 80 draws at seed 0: 17 cats of every piece of a split of two or more, 16 along its dim
+    # (before: 3 and 3; a cat of split_with_sizes' unequal pieces along another dim is refused by eager)
+    assert n_whole >= 10 and n_same >= n_whole // 2, (n_whole, n_same)
+
+
+def test_a_transpose_built_for_an_edge_swaps_the_two_dims_the_pass_names_together():
+    """``bmm(a, transpose(b, 1, 2))``: a transpose built backwards for an edge swaps two numbers the
+    pass names one after the other (1, 2) a third of the time, where they are two dims of its rank;
+    else as drawn (one of the pass's dims, or any)."""
+    def last_two(cases):
+        return sum(1 for n in _calls(cases, aten.bmm.default) if getattr(n.args[1], "target", None) is aten.transpose.int
+                   and sorted(d % 3 for d in n.args[1].args[1:3]) == [1, 2])
+    ops = ["aten.bmm.default", "aten.transpose.int"]
+    counts = [last_two(_draws(graphs(focus=Focus(ops=ops, edges=[(ops[1], ops[0], "mat2")], scalars=s), device="cpu"), 80))
+              for s in ((0, 3, 1, 2), (0, 3))]
+    # measured in 80 draws at seed 0: 40 and 1 (before: 15 and 1, the pass's 0, 1 and 2 each a dim alone)
+    assert counts[0] >= 26 and counts[1] <= 5, counts
+
+
+def test_a_duplicates_focus_repeats_calls_and_their_integral_scalars_as_the_other_type():
+    """``Focus.duplicates`` (a CSE's focus): a step in three re-emits an earlier pure call, far more
+    repeated calls than the plain steps' duplicates make, and int/float twins (``add(x, 1)`` beside
+    ``add(x, 1.0)``) among them."""
+    from conformance.search.triggers import _repeated
+
+    def counts(cases):
+        twins = 0
+        for c in cases:
+            calls = [n for n in c.gm.graph.nodes if n.op == "call_function"]
+            keys = [(n.target, n.args[0], tuple(type(a) for a in n.args[1:])) for n in calls if n.args]
+            twins += sum(1 for i, k in enumerate(keys) for k2 in keys[:i] if k[:2] == k2[:2] and k[2] != k2[2]
+                         and calls[i].args[1:] == calls[keys.index(k2)].args[1:])
+        return sum(_repeated(c.gm) for c in cases), twins
+    focused = counts(_draws(graphs(focus=Focus(duplicates=True), device="cpu"), 80))
+    plain = counts(_draws(graphs(device="cpu"), 80))
+    # measured in 80 draws at seed 0: 171 repeated calls and 10 twins, against 30 and 5
+    assert focused[0] >= 3 * plain[0] and focused[1] > plain[1], (focused, plain)
+
+
+def test_a_focused_clamp_has_its_bounds_in_order_and_a_focused_cast_keeps_its_operands_kind():
+    """In a focus step a clamp's two bounds are in order three times in four (drawn apart, min > max
+    half the time: a clamp giving max everywhere, which a clamp-folding pass leaves alone), and a
+    cast's dtype is of its operand's kind (float to float, int to int) mostly, as real up- and
+    down-casts are; plain steps draw both as before."""
+    def ordered(cases):
+        bounds = [n.args[1:3] for n in _calls(cases, aten.clamp.default) if len(n.args) >= 3
+                  and all(isinstance(b, (int, float)) and b == b for b in n.args[1:3])]
+        return sum(lo <= hi for lo, hi in bounds), len(bounds)
+
+    def same_kind(cases):
+        def kind(d):
+            return "complex" if d.is_complex else "float" if d.is_floating_point else "bool" if d is torch.bool else "int"
+        casts = [n for n in _calls(cases, aten._to_copy.default) if "dtype" in n.kwargs]
+        return sum(kind(n.kwargs["dtype"]) == kind(n.args[0].meta["val"].dtype) for n in casts), len(casts)
+    focused = ordered(_draws(graphs(focus=Focus(ops=["aten.clamp.default"]), device="cpu"), 60))
+    plain = ordered(_draws(graphs(ops=["aten.clamp.default", "aten.add.Tensor"], device="cpu"), 60))
+    casts = same_kind(_draws(graphs(focus=Focus(ops=["aten._to_copy.default"]), device="cpu"), 60))
+    plain_casts = same_kind(_draws(graphs(ops=["aten._to_copy.default", "aten.add.Tensor"], device="cpu"), 60))
+    # measured in 60 draws at seed 0: 163 of 185 clamps in order against 115 of 185 plain (equal bounds
+    # and integer ones count as in order), 209 of 275 casts of their operand's kind against 97 of 207
+    assert focused[0] >= 0.8 * focused[1] and plain[0] < 0.7 * plain[1], (focused, plain)
+    assert casts[0] >= 0.65 * casts[1] and plain_casts[0] < 0.6 * plain_casts[1], (casts, plain_casts)
+
+
+def test_a_focus_of_edges_alone_draws_an_edge_at_every_step():
+    """``Focus(edges=...)`` without ops (discovery's edge probes): every step is an edge step, so two
+    calls are the edge and not two calls of one op or the two unchained (half the probe graphs were,
+    and a ``_to_copy -> _to_copy`` edge was confirmed by luck: 0-2 of 24 graphs made its pass act)."""
+    cast = "aten._to_copy.default"
+    def chained(cases):
+        two = [c for c in cases if sum(n.op == "call_function" for n in c.gm.graph.nodes) == 2]
+        return sum(any(getattr(n.args[0], "target", None) is aten._to_copy.default
+                       for n in c.gm.graph.nodes if n.target is aten._to_copy.default) for c in two), len(two)
+    alone = chained(_draws(graphs(ops=[cast], focus=Focus(share=1.0, edges=[(cast, cast)]), max_nodes=2, min_nodes=2,
+                                  device="cpu"), 40))
+    beside = chained(_draws(graphs(ops=[cast], focus=Focus(ops=[cast], share=1.0, edges=[(cast, cast)]), max_nodes=2,
+                                   min_nodes=2, device="cpu"), 40))
+    # measured in 40 draws at seed 0: 40 of 40 two-call graphs chained, against 30 of 40 beside the op
+    assert alone[0] >= 0.9 * alone[1] and beside[0] < 0.85 * beside[1], (alone, beside)

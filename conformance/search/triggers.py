@@ -8,6 +8,10 @@
 - *edges*: producer -> consumer pairs the pass matches: from a pattern table's pattern graphs,
   and, confirmed by probes (graphs drawn with the pair chained), from the pairs of ops its code
   names and the pairs in the chains that made it act;
+- *pairs*: ops it acts on as ``x op x`` only (the two operands ``OpSpec.pair_positions`` names:
+  ``sub``'s first two, ``where``'s two after its mask);
+- *structures*: where none of those made it act, whether it merges a repeated call and acts on no
+  graph without one (a CSE): its focus is then duplicates (``Focus.duplicates``), not its ops;
 - *payoff*: whether focused graphs make the pass act more often than plain ones. A generic pass
   (CSE, DCE) names ops in its code that are not what it acts on; focusing on them made it fire on
   fewer graphs and find its planted bug less often, so where plain graphs do clearly better (at
@@ -92,6 +96,8 @@ class Triggers:
     acting: list = dataclasses.field(default_factory=list)  # rows whose one-op graphs the pass changes
     hops: list = dataclasses.field(default_factory=list)  # higher-order ops the code names: drawn (graphs(hops=))
     pairs: list = dataclasses.field(default_factory=list)  # rows the pass acts on as x op x (of ``acting`` too)
+    # structures it acts on where it names no op it acts on: "duplicates" (an expression computed twice: a CSE)
+    structures: list = dataclasses.field(default_factory=list)
 
     @property
     def rows(self) -> tuple:
@@ -106,7 +112,8 @@ class Triggers:
                 "probes_cut": self.probes_cut, "share": self.share, "payoff": list(self.payoff),
                 "weak": self.share < Focus.share,
                 "edges": [{"producer": p, "consumer": c, "how": h, "argument": a} for p, c, h, a in self.edges],
-                "acting": list(self.acting), "hops": list(self.hops), "pairs": list(self.pairs)}
+                "acting": list(self.acting), "hops": list(self.hops), "pairs": list(self.pairs),
+                "structures": list(self.structures)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Triggers:
@@ -116,15 +123,19 @@ class Triggers:
                    share=data.get("share", Focus.share), payoff=tuple(data.get("payoff", ())),
                    edges=[(e["producer"], e["consumer"], e["how"], e.get("argument")) for e in data.get("edges", ())],
                    acting=list(data.get("acting", ())), hops=list(data.get("hops", ())),
-                   pairs=list(data.get("pairs", ())))
+                   pairs=list(data.get("pairs", ())), structures=list(data.get("structures", ())))
 
     def focus(self) -> Focus | None:
-        rows = self.rows
+        # a pass found acting on duplicates acted on none of the ops it names: drawing them would crowd
+        # out the duplicates (a CSE naming the ops it guards against, _unsafe_view: 0 of 24 focused
+        # graphs changed with them, 8 without)
+        rows = () if "duplicates" in self.structures else self.rows
         edges = tuple((p, c, a) for p, c, _, a in self.edges)
         acting = tuple(name for name in self.acting if any(r.name == name for r in rows))
         pairs = tuple(name for name in self.pairs if any(r.name == name for r in rows))
         return Focus(ops=rows, scalars=tuple(self.constants), share=self.share, edges=edges,
-                     acting=acting, hops=tuple(self.hops), pairs=pairs) if rows or self.hops else None
+                     acting=acting, hops=tuple(self.hops), pairs=pairs, duplicates="duplicates" in self.structures) \
+            if rows or self.hops or self.structures else None
 
 
 # --- dynamic: run the pass on small graphs --------------------------------------------------------
@@ -212,14 +223,15 @@ def _holds(op, case) -> bool:
     return any(node.target is op for node in case.gm.graph.nodes)
 
 
-def _acts(put, case, timeout) -> bool:
+def _acts(put, case, timeout, judge=None) -> bool:
     """Whether the pass changes ``case``'s graph by more than removing dead code (drawn graphs
-    carry dead nodes, and a pass that ends with a clean-up removes them wherever it runs)."""
+    carry dead nodes, and a pass that ends with a clean-up removes them wherever it runs), and
+    ``judge(before, after)`` holds of the change where one is given."""
     try:
         with graph_run(), deadline(timeout):
             applied = put.apply(case.gm, clone_inputs(case.example_inputs))
         n, dead_code_only = what_changed(case.gm, applied.gm)
-        return n > 0 and not dead_code_only
+        return n > 0 and not dead_code_only and (judge is None or judge(case.gm, applied.gm))
     except (Exception, ExampleTimeout, SystemExit):  # noqa: BLE001 - a pass failing on a probe is the search's to report
         return False
 
@@ -251,22 +263,25 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
     edges: dict = dict(walker.edges)
     acting: list = []
     pairs: list = []
+    structures: list = []
     args = (dict(found), dict(edges), tuple(walker.constants), mutations, timeout)
     if fork_is_safe() or worker is not None:
         try:
             if worker is None:
                 cases = probe_cases(mutations)  # drawn here, so a forked prober inherits them
                 plain_cases(mutations)
-                found, edges, acting, pairs, cut, payoff = run_forked(functools.partial(_probe, put, cases, *args), limit)
+                found, edges, acting, pairs, structures, cut, payoff = run_forked(
+                    functools.partial(_probe, put, cases, *args), limit)
             else:
-                found, edges, acting, pairs, cut, payoff = worker.call("conformance.search.triggers:_probe_drawn", args, limit)
+                found, edges, acting, pairs, structures, cut, payoff = worker.call(
+                    "conformance.search.triggers:_probe_drawn", args, limit)
         except ChildDied as exc:
             if exc.raised:  # _probe catches what the pass raises: this is discovery's own failure
                 raise HarnessError(f"trigger discovery failed: {exc.reason}") from None
             # else the pass crashed the interpreter on a probe: the search finds that crash itself
     else:
         try:
-            found, edges, acting, pairs, cut, payoff = _probe(put, probe_cases(mutations), *args)
+            found, edges, acting, pairs, structures, cut, payoff = _probe(put, probe_cases(mutations), *args)
         except Exception as exc:  # noqa: BLE001 - _probe catches what the pass raises, as above
             raise HarnessError(f"trigger discovery failed: {type(exc).__name__}: {exc}") from exc
     weak = bool(payoff) and _plain_did_better(*payoff[:2])
@@ -274,7 +289,7 @@ def _discover(put, key, mutations: bool, timeout, limit) -> Triggers:
                       constants=list(walker.constants), seconds=time.monotonic() - t0, probes_cut=cut,
                       share=WEAK_SHARE if weak else Focus.share, payoff=payoff,
                       edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=list(acting),
-                      hops=list(walker.hops), pairs=list(pairs))
+                      hops=list(walker.hops), pairs=list(pairs), structures=list(structures))
     _store(key, result)
     return result
 
@@ -297,27 +312,30 @@ def _probe_drawn(put, found: dict, edges: dict, constants: tuple, mutations: boo
 
 
 def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bool, timeout) -> tuple:
-    """``(found, edges, acting, pairs, cut, payoff)``: ``found`` with the ops whose one-op graphs (and
-    short chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs it changes;
-    ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits); ``pairs``:
-    of those, the code-named rows it changes only as ``x op x`` (``_pair_acts``); ``cut`` when
+    """``(found, edges, acting, pairs, structures, cut, payoff)``: ``found`` with the ops whose one-op
+    graphs (and short chains) the pass changes; ``edges`` with the candidate pairs whose chained graphs
+    it changes; ``acting``: the rows whose one-op graphs it changes (what it matches, not what it emits);
+    ``pairs``: of those, the code-named rows it changes only as ``x op x`` (``_pair_acts``);
+    ``structures``: where nothing it names or is drawn alone made it act, ``["duplicates"]`` if it acts
+    on graphs computing an expression twice and on none without (``_duplicates_act``: a CSE); ``cut`` when
     PROBE_BUDGET runs of the pass were spent first; ``payoff``: how many plain and how many focused
     graphs the pass changed (empty when there is no focus or the budget was spent)."""
     runs = [0]
     alone = set()  # rows whose one-op graphs the pass changes: an edge through one of them adds nothing
     pairs: list = []
+    structures: list = []
 
     def out_of_runs() -> bool:
         return runs[0] >= PROBE_BUDGET
 
     def done(cut: bool, payoff: tuple = ()) -> tuple:
-        return found, edges, _names(alone), pairs, cut, payoff
+        return found, edges, _names(alone), pairs, structures, cut, payoff
 
-    def acts(case) -> bool:
+    def acts(case, judge=None) -> bool:
         if out_of_runs():
             return False  # never run: the caller's next check reports the cut
         runs[0] += 1
-        return _acts(put, case, timeout)
+        return _acts(put, case, timeout, judge)
     code_named = [name for name, how in found.items() if how == "code"]
     named = {r for name in code_named for r in rows_named(name)}
     paired = set()  # rows whose one-op graph the pass changed held the row only as x op x
@@ -329,7 +347,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
             if acted is not None:
                 found.setdefault(row.name, "probe")
                 alone.add(row)
-                if _holds_pair(row.overload, acted):
+                if row.pair_positions is not None and _holds_pair(row, acted):
                     paired.add(row)
     # A code-named binary op may be matched as x op x only (sub(x, x) -> 0: the code compares the two
     # operands), which plain focus draws make in one focus call of that op in six: where its one-op
@@ -372,8 +390,13 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
             edges[(*pair, argument)] = "probe"
     focus = Triggers(ops=list(found.items()), constants=list(constants),
                      edges=[(p, c, h, a) for (p, c, a), h in edges.items()], acting=_names(alone), pairs=pairs).focus()
+    # nothing the pass names or is drawn alone made it act (a CSE names no op it acts on, or only ops it
+    # guards against): whether it acts on an expression computed twice
+    if not alone and not edges and not pairs and not out_of_runs() and _duplicates_act(acts):
+        structures.append("duplicates")
+        focus = Focus(duplicates=True)  # (Triggers.focus: without the ops it names)
     if focus is None:
-        return done(False)
+        return done(out_of_runs())
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
     focused = _draw_cases(graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
                           _PAYOFF_EXAMPLES, 1)
@@ -388,6 +411,65 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     return done(False, (*counts, _PAYOFF_EXAMPLES))
 
 
+_DUPLICATE_EXAMPLES = 6  # graphs computing an expression twice drawn to see whether the pass acts on one
+_UNDUPLICATED_EXAMPLES = 3  # and graphs computing none twice, which it must leave alone
+
+
+def _duplicates_act(acts) -> bool:
+    """Whether the pass acts on an expression computed twice, and only there (a CSE names no op, so no
+    one-op graph shows it anything, and its plain graphs held a duplicate one step in twenty): on one
+    of ``_DUPLICATE_EXAMPLES`` small graphs that repeat a pure call (``Focus.duplicates``), and on
+    none of ``_UNDUPLICATED_EXAMPLES`` that repeat none; on the first, by merging what was repeated
+    (fewer repeated calls after it: a pass that acts on every graph somewhere is not a CSE)."""
+    def tried_on(holds, n, judge=None) -> tuple:
+        seen = []
+
+        def tried(case) -> bool:
+            if not holds(case.gm):
+                return False
+            seen.append(acts(case, judge))
+            return seen[-1] or len(seen) >= n
+        # functional graphs whatever the search draws: a CSE rightly leaves alone the duplicates of
+        # mutating graphs, which are mostly written or returned (1 of 18 merged, measured)
+        strategy = graphs(focus=Focus(duplicates=True, share=1.0), min_nodes=2, max_nodes=5, mutations=False,
+                          special_values=False, constants=False)
+        _draw_cases(strategy, 4 * n, 0, until=tried)
+        return len(seen), any(seen)
+    if not tried_on(_repeats_a_call, _DUPLICATE_EXAMPLES, lambda a, b: _repeated(b) < _repeated(a))[1]:
+        return False
+    drawn, acted = tried_on(lambda gm: not _repeats_a_call(gm), _UNDUPLICATED_EXAMPLES)
+    return drawn == _UNDUPLICATED_EXAMPLES and not acted
+
+
+def _repeats_a_call(gm) -> bool:
+    """Two calls of one target on the same arguments (integral scalars of either type alike)."""
+    return _repeated(gm) > 0
+
+
+def _repeated(gm) -> int:
+    """How many calls of ``gm`` repeat an earlier one (its target and arguments)."""
+    seen, n = set(), 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        key = (node.target, tuple(_same(a) for a in node.args),
+               tuple(sorted((k, _same(v)) for k, v in node.kwargs.items())))
+        n += key in seen
+        seen.add(key)
+    return n
+
+
+def _same(a):
+    """An argument as a duplicate's key: a node itself, a number by value (1 and 1.0 alike), the rest by repr."""
+    if isinstance(a, torch.fx.Node):
+        return ("node", a.name)
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return ("number", float(a))
+    if isinstance(a, (list, tuple)):
+        return tuple(_same(x) for x in a)
+    return ("other", repr(a))
+
+
 # A pass matching x op x names few ops (sub and what replaces it); one naming many (Inductor's joint-graph
 # passes name dozens) would pay 7 runs and two small draws per op it names, at every cold discovery.
 _MAX_PAIR_NAMED = 8  # pairs are probed only where the code names at most this many catalog rows
@@ -397,10 +479,9 @@ _UNPAIRED_EXAMPLES = 3  # and graphs holding the op on two values, which it must
 
 
 def _pair_candidates(rows) -> list:
-    """Of ``rows``, in catalog order, the functional ones drawn operand by operand whose second operand
-    may be the first (``call.py``'s equal-operands pair)."""
-    return [r for r in OPS if r in rows and r.category not in (C.INPLACE, C.RANDOM) and not r.draws_whole_call
-            and len(r.args) > 1 and r.args[0] not in (C.MASK, C.TENSORS) and r.args[1] in (C.TENSOR, C.TENSOR_OR_SCALAR)]
+    """Of ``rows``, in catalog order, the functional ones drawn operand by operand two of whose operands
+    may be one value (``OpSpec.pair_positions``, ``call.py``'s equal-operands pair)."""
+    return [r for r in OPS if r in rows and r.category not in (C.INPLACE, C.RANDOM) and r.pair_positions is not None]
 
 
 def _pair_acts(row, acts) -> bool:
@@ -416,28 +497,31 @@ def _pair_acts(row, acts) -> bool:
         strategy = graphs(ops=[row], focus=focus, min_nodes=1, max_nodes=3, special_values=False, constants=False)
         _draw_cases(strategy.filter(holds), n, 0, until=tried)
         return len(seen), any(seen)
-    if not acted(Focus(ops=[row], pairs=[row.name], share=1.0), functools.partial(_holds_pair, row.overload),
+    if not acted(Focus(ops=[row], pairs=[row.name], share=1.0), functools.partial(_holds_pair, row),
                  _PAIR_EXAMPLES)[1]:
         return False
-    drawn, any_acted = acted(Focus(ops=[row], share=1.0), functools.partial(_holds_unpaired, row.overload),
+    drawn, any_acted = acted(Focus(ops=[row], share=1.0), functools.partial(_holds_unpaired, row),
                              _UNPAIRED_EXAMPLES)
     return drawn == _UNPAIRED_EXAMPLES and not any_acted
 
 
-def _binary_calls(op, case) -> list:
-    return [node for node in case.gm.graph.nodes if node.target is op and len(node.args) > 1]
+def _pair_calls(row, case) -> list:
+    """``row``'s calls in ``case`` as ``(node, i, j)``: its two operands an equal-operands pair makes one
+    (``OpSpec.pair_positions``: ``sub``'s first two, ``where``'s two after its mask)."""
+    i, j = row.pair_positions
+    return [(n, i, j) for n in case.gm.graph.nodes if n.target is row.overload and len(n.args) > j]
 
 
-def _holds_pair(op, case) -> bool:
-    """``op`` as x op x, and nowhere on two values (where the pass acts, the pair is why)."""
-    calls = _binary_calls(op, case)
-    return bool(calls) and all(n.args[0] is n.args[1] for n in calls)
+def _holds_pair(row, case) -> bool:
+    """``row`` as x op x, and nowhere on two values (where the pass acts, the pair is why)."""
+    calls = _pair_calls(row, case)
+    return bool(calls) and all(n.args[i] is n.args[j] for n, i, j in calls)
 
 
-def _holds_unpaired(op, case) -> bool:
-    """``op`` on two distinct tensors, and nowhere on one as both operands."""
-    calls = _binary_calls(op, case)
-    return bool(calls) and all(isinstance(n.args[1], torch.fx.Node) and n.args[0] is not n.args[1] for n in calls)
+def _holds_unpaired(row, case) -> bool:
+    """``row`` on two distinct tensors, and nowhere on one as both operands."""
+    calls = _pair_calls(row, case)
+    return bool(calls) and all(isinstance(n.args[j], torch.fx.Node) and n.args[i] is not n.args[j] for n, i, j in calls)
 
 
 def _names(rows) -> list:
@@ -629,8 +713,8 @@ def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -
     ``_EDGE_EXAMPLES`` graphs holding one (of twice as many drawn) of the pair's ops drawn with an
     edge at each of them in turn (edge steps
     alone chain the two: a focus step feeds the producer's result to whichever operand fits), each
-    graph holding one of them (an out buffer the op writes whole cannot be fed, and a graph without
-    the edge confirms nothing), stopping at the first the pass changes: the arguments its edges
+    graph holding one of them and no other edge between the two (an out buffer the op writes whole
+    cannot be fed, and a graph without the edge confirms nothing), stopping at the first the pass changes: the arguments its edges
     are at."""
     producer, consumer = pair
     try:
@@ -642,8 +726,11 @@ def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -
     holding = [0]
 
     def tried(case) -> bool:  # True ends the draw
-        held = [a for p, c, a in _edges_in(case.gm) if (p, c) == pair and a in arguments]
-        if held:
+        between = [(p, c, a) for p, c, a in _edges_in(case.gm) if {p, c} <= set(pair)]
+        held = [a for p, c, a in between if (p, c) == pair and a in arguments]
+        # and no other edge between the two (the other way round, at another argument): an edge
+        # drawn at every step chains them both ways, and that one may be why the pass acted
+        if held and all((p, c) == pair and a in arguments for p, c, a in between):
             holding[0] += 1
             if _acts(put, case, timeout):
                 acted.extend(dict.fromkeys(held))

@@ -179,6 +179,18 @@ class OpSpec:
         its leaves complex, and not among the default rows, whose operands are real outside focus steps."""
         return bool(self.dtypes) and self.dtypes <= COMPLEX
 
+    @property
+    def pair_positions(self) -> tuple | None:
+        """The two operands an *equal operands* pair makes one value: ``(0, 1)`` (``sub(x, x)``), ``(1, 2)``
+        where the first is a mask (``where(c, x, x)``); None where no two tensor operands may be one (a
+        list, a whole call drawn by one rule, a single tensor operand)."""
+        kinds = self.args
+        if not kinds or kinds[0] == TENSORS or self.draws_whole_call:
+            return None
+        if kinds[0] == MASK:
+            return (1, 2) if len(kinds) > 2 and kinds[1] == TENSOR and kinds[2] in (TENSOR, TENSOR_OR_SCALAR) else None
+        return (0, 1) if len(kinds) > 1 and kinds[1] in (TENSOR, TENSOR_OR_SCALAR) else None
+
     def domain_of(self, position: int) -> str:
         return self.domain[position] if position < len(self.domain) else ANY_VALUE
 

@@ -252,9 +252,9 @@ def rule_cat(draw, ctx, spec):
         return v.tensor.dim() == t.dim() and all(a == b for i, (a, b) in enumerate(zip(s, t.shape)) if i != d)
 
     siblings = _siblings(ctx, first)
-    if ctx.focus_step and len(siblings) > 1 and draw(integers(0, 3)) != 0:
-        # every result of one split (chunk, unbind) in order, three times in four: what split-cat
-        # eliminations match
+    if ctx.focus_step and len(siblings) > 1 and (ctx.in_edge or draw(integers(0, 3)) != 0):
+        # every result of one split (chunk, unbind) in order, three times in four (always for an edge's
+        # consumer, whose producer is the split): what split-cat eliminations match
         return (siblings, dim), {}
     others = []
     for _ in range(draw(integers(0, 2))):

@@ -37,11 +37,13 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     # that acts on x op x alone act on every edge into that op (discovery took them for edges).
     # An op the pass acts on as x op x (Focus.pairs) is drawn so two times in three, x not chained to
     # the latest focus op's result (which seldom holds NaN or inf).
+    # (Of an op whose first operand is a mask, the pair is its two others: where(c, x, x).)
     aimed_pair = getattr(spec, "overload", None) in ctx.pairs
-    pair = (ctx.focus_step and not ctx.in_edge and not inplace and first_kind != C.MASK and len(spec.args) > 1
-            and spec.args[1] in (C.TENSOR, C.TENSOR_OR_SCALAR) and draw(integers(0, 5)) >= (2 if aimed_pair else 5))
+    at = spec.pair_positions
+    pair = (ctx.focus_step and not ctx.in_edge and not inplace and at is not None
+            and draw(integers(0, 5)) >= (2 if aimed_pair else 5))
     first = operand(draw, ctx, dtypes_ok=first_dtypes, domain=spec.domain_of(0), target=inplace,
-                    metadata=spec.mutates_metadata, nonfinite=pair, chain=not (pair and aimed_pair))
+                    metadata=spec.mutates_metadata, nonfinite=pair and at[0] == 0, chain=not (pair and aimed_pair))
     # Ops whose first operand is a mask (where) broadcast the rest against the first real operand.
     args: list = [first]
     like = first
@@ -49,9 +51,9 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
     names = [a.name for a in spec.overload._schema.arguments]
     for position, kind in enumerate(spec.args[1:], start=1):
         domain = spec.domain_of(position)
-        if pair and position == 1 and spec.dtypes >= {first.tensor.dtype} and \
-                in_domain(first.tensor, domain, ctx.special_values):
-            args.append(first)
+        if pair and position == at[1] and spec.dtypes >= {args[at[0]].tensor.dtype} and \
+                in_domain(args[at[0]].tensor, domain, ctx.special_values):
+            args.append(args[at[0]])
             continue
         pinned = take_pin(ctx, names[position], lambda v: _fits_at(v, spec, kind, like, inplace, ctx)) \
             if position < len(names) and kind in (C.TENSOR, C.TENSOR_OR_SCALAR) else None
@@ -65,7 +67,8 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
             ok = frozenset({torch.bool}) if kind == C.MASK else spec.dtypes
             if ctx.into_first and kind != C.MASK and first.tensor.dtype in ok:
                 ok = frozenset({first.tensor.dtype})  # as an in-place form takes it: the first's dtype and shape
-            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace or ctx.into_first)
+            v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace or ctx.into_first,
+                        **({"nonfinite": True} if pair and position == at[0] else {}))
             args.append(v)
             if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
                 like = v
@@ -87,7 +90,23 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
             if ctx.focus_step and kind == C.SLICE:
                 drawn = whole_or_nearly(draw, drawn, first.tensor)
             args.extend(drawn)
+    if ctx.focus_step and spec.overload in _BOUNDED:
+        args = _in_order(draw, args)
     return tuple(args), draw_kwargs(draw, ctx, spec, first, {})
+
+
+# Ops whose two scalars after the tensor are a lower and an upper bound: in a focus step they are in
+# order three times in four (drawn apart, min > max half the time: a clamp that gives max everywhere,
+# which a clamp-folding pass leaves alone, and two clamps in a row were foldable one time in four).
+_BOUNDED = frozenset({torch.ops.aten.clamp.default, torch.ops.aten.clamp_.default})
+
+
+def _in_order(draw, args: list) -> list:
+    lo, hi = args[1], args[2]
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool) \
+            and not isinstance(hi, bool) and lo > hi and draw(integers(0, 3)) != 0:
+        return [args[0], hi, lo, *args[3:]]
+    return args
 
 
 
@@ -115,12 +134,23 @@ def draw_kwargs(draw, ctx, spec, first, kwargs) -> dict:
                 value = rule_scalar(draw, ctx, first, C.ANY_VALUE, inplace=inplace, floats_ok=floats_ok)
             elif kw.values == C.DTYPE:
                 value = draw(ctx.dtypes)
+                # a focus step's cast goes to a dtype of its operand's kind (float to float, int to int)
+                # mostly, as real graphs' up- and down-casts do: drawn up to twice more where it was not
+                for _ in range(2 if ctx.focus_step and first is not None else 0):
+                    if _kind(value) == _kind(first.tensor.dtype):
+                        break
+                    value = draw(ctx.dtypes)
             else:
                 value = choose(draw, kw.values)
             if default is None or not _equals(value, default):
                 kwargs[kw.name] = value
                 break
     return kwargs
+
+
+def _kind(dtype) -> str:
+    return "complex" if dtype.is_complex else "float" if dtype.is_floating_point else "bool" \
+        if dtype is torch.bool else "int"
 
 
 def _schema_default(overload, name):

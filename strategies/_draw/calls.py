@@ -256,9 +256,13 @@ def rule_split(draw, ctx, spec):
         return (x, dim), {}
     if op is aten.chunk.default:
         return (x, side(draw), dim), {}
+    # an edge's split (its pieces what the consumer reads: a cat of them) makes two pieces or more
+    # where the dim has room: a one-piece split there is a step the edge did not take
+    pieces = ctx.in_edge and n >= 2
     if op is aten.split.Tensor:
-        return (x, bound(draw, n, max(1, -(-n // 4)), n + 1), dim), {}  # a size past n: one piece
-    cuts = sorted(bound(draw, n, 0, n) for _ in range(draw(integers(0, 3))))
+        return (x, bound(draw, n, max(1, -(-n // 4)), n - 1 if pieces else n + 1), dim), {}  # past n: one piece
+    cuts = sorted(bound(draw, n, 1 if pieces else 0, n - 1 if pieces else n)
+                  for _ in range(draw(integers(1 if pieces else 0, 3))))
     sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
     return (x, sizes, dim), {}
 

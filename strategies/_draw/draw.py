@@ -260,6 +260,8 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
                 ctx.complex_leaves = cfg.complex_leaves
                 ctx.focus_rows, ctx.scalar_pool, ctx.seeds = cfg.focus_rows, cfg.focus.pool(), cfg.focus.seeds
                 ctx.pass_scalars, ctx.edges, ctx.pairs = cfg.focus.scalars, cfg.focus_edges, cfg.pair_rows
+                ctx.edges_only = bool(cfg.focus_edges) and cfg.focus_rows is None
+                ctx.duplicates = cfg.focus.duplicates
         for _ in range(cfg.min_inputs):
             dtype, shape = draw(cfg.dtypes), draw(cfg.shapes)
             _, base, layout = tensor_with_layout(draw, dtype, shape, special_values=cfg.special_values)
@@ -343,7 +345,19 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
     if ctx.seeds and draw(integers(0, 3)) == 3:
         seed_step(draw, ctx)
         return
-    if ctx.edges and flag(draw) and (ctx.focus_rows is None or flag(draw)):
+    if ctx.duplicates and draw(integers(0, 2)) == 2:  # (Focus.duplicates: a CSE's graphs)
+        try:
+            if ctx.mutations and C.INPLACE in cfg.by_category and draw(integers(0, 2)) == 2:  # a third across a write
+                _op_step(draw, ctx, cfg, C.INPLACE, across=True)
+            else:
+                _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure], picked_first=True)
+        except StepRejected:
+            pass
+        return
+    # an edge step every step where the focus is edges alone (discovery's edge probes: graphs of the
+    # edge and nothing else; half their steps were one op, or the two unchained), a quarter beside
+    # focus ops
+    if ctx.edges and (ctx.edges_only or flag(draw)) and (ctx.focus_rows is None or flag(draw)):
         _edge_step(draw, ctx, cfg)
         return
     if ctx.focus_rows is not None and flag(draw):
@@ -371,16 +385,23 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
         pass
 
 
-def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str) -> None:
-    """One row (or chain) of category ``kind``; StepRejected where its call cannot be made."""
+def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str, across: bool = False) -> None:
+    """One row (or chain) of category ``kind``; StepRejected where its call cannot be made. ``across``
+    (an in-place row, a duplicates focus): the write goes to a value a pure call read, and that call
+    is re-emitted after it (what a CSE must not merge with the first)."""
     b = ctx.builder
     spec = cfg.by_category[kind].draw(draw)
     if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
         return
-    if isinstance(spec, Chain):
+    if isinstance(spec, Chain) or (across and spec.mutates_metadata):
+        if across:
+            raise StepRejected("a duplicate across a write needs a write of values")
         spec.emit(draw, ctx)
         return
-    read = _read_values(b) if kind == C.INPLACE and not spec.mutates_metadata and draw(integers(0, 2)) == 0 else []
+    read = _read_values(b) if kind == C.INPLACE and not spec.mutates_metadata and (across or draw(integers(0, 2)) == 0) \
+        else []
+    if across and not read:
+        raise StepRejected("no value a pure call read to write")
     if read:  # a third of the writes go to a value a pure call read: the write after a read (issue 56)
         saved, ctx.prefer, ctx.chained = ctx.prefer, choose(draw, read), True
         try:
@@ -395,7 +416,7 @@ def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str) -> None:
     value = b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
     if twin is not None:
         b.call(spec, spec.overload, *other, keep=_keeper(draw))
-    if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and draw(integers(0, 2)) != 0:
+    if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and (across or draw(integers(0, 2)) != 0):
         _read_after_write(draw, b, value)  # two writes in three
 
 
@@ -645,9 +666,14 @@ def _edge_step(draw, ctx: DrawContext, cfg: _Config) -> None:
             b.focus_results.append(ctx.prefer)
             _around(draw, ctx, cfg, ctx.prefer)
             return
+        # an earlier producer call: two times in three one no node reads yet (a consumer on one already
+        # read is a shared producer, which matchers refuse: a slice of a cat the next slice also
+        # reads), else the latest, whoever reads it (where a fusion's bug is: the sigmoid's other readers)
         made = [v for v in b.values if v.call is not None and v.call[0] is producer]
         if made and flag(draw):
-            source = made[-1]
+            unread = [v for v in made if not v.node.users]
+            source = unread[-1] if unread and draw(integers(0, 2)) != 0 else made[-1]
+            producer_call = source.call
         else:
             ctx.aims = aims_of(producer.overload)
             # a producer that takes complex reads a new complex input one time in six (its operand is
@@ -664,6 +690,10 @@ def _edge_step(draw, ctx: DrawContext, cfg: _Config) -> None:
             # split-cat eliminations match all of them, in order
             keep = (lambda i: True) if _lists(consumer, name) else _keeper(draw)
             source = b.call(producer, producer.overload, args, kwargs, keep=keep)
+            # the call, to relate the consumer's arguments to: a multi-result op's (split) too, whose
+            # result here is its first getitem; a user's op's where its result is its own (not a buffer's)
+            producer_call = (producer, args, kwargs) if producer.category != C.CUSTOM \
+                else getattr(source, "call", None)
         if b.n_calls >= ctx.max_nodes or source is None:  # a user's op may write nothing a consumer reads
             return
         ctx.aims = aims_of(consumer.overload)
@@ -677,8 +707,8 @@ def _edge_step(draw, ctx: DrawContext, cfg: _Config) -> None:
                 raise StepRejected(f"{consumer.name}'s {name} does not fit {producer.name}'s result")
         finally:
             ctx.chained, ctx.pin = False, None
-        if source.call is not None and source.call[0] is producer:  # (a user's op's result is its buffer's)
-            args, kwargs = relate(draw, consumer, args, kwargs, source.call)
+        if producer_call is not None and producer_call[0] is producer:  # (not a user's op's buffer)
+            args, kwargs = relate(draw, consumer, args, kwargs, producer_call)
         ctx.prefer = b.call(consumer, consumer.overload, args, kwargs, keep=_keeper(draw))
         b.focus_results.append(ctx.prefer)
         _around(draw, ctx, cfg, ctx.prefer)
@@ -721,15 +751,26 @@ def _read_after_write(draw, b: GraphBuilder, written) -> None:
         b.call(None, torch.ops.aten.clone.default, (choose(draw, aliases),), {})
 
 
-def _duplicate(draw, b: GraphBuilder, candidates: list) -> None:
+def _duplicate(draw, b: GraphBuilder, candidates: list, picked_first: bool = False) -> None:
+    """Re-emit one of ``candidates``, or, where one is a call on an integer operand with an integral
+    scalar, that call with the scalar of the other type: half the time; ``picked_first`` (a
+    duplicates focus): the candidate picked first, and then its twin three times in four where it is
+    such a call (the exact duplicates a correct CSE merges stay as many as the candidates on floats)."""
     if not candidates:
         raise StepRejected("nothing to duplicate")
-    # half the time a call on an integer (or bool) operand with an integral Scalar (where one is a
+    # (plain steps) half the time a call on an integer (or bool) operand with an integral Scalar (where one is a
     # candidate), re-emitted with it as the other type: add(x, 1) beside add(x, 1.0), what a CSE keyed
     # on 1 == 1.0 merges. (On a float operand the two are equal and merging them is right: flipped
     # there too, a correct CSE merged nothing in the 24 plain graphs discovery weighs it on, 6 before.)
     scalar = [v for v in candidates if v.call[0] is not None and _on_integers(v.call[1])
               and _scalar_slots(v.call[0], *v.call[1:])]
+    if picked_first:
+        original = choose(draw, candidates)
+        spec, args, kwargs = original.call
+        if original in scalar and draw(integers(0, 3)) != 0:
+            args, kwargs = _other_scalar_type(draw, spec, args, kwargs)
+        b.call(spec, original.node.target, args, kwargs)
+        return
     if scalar and flag(draw):
         original = choose(draw, scalar)
         spec = original.call[0]

@@ -126,7 +126,7 @@ def relate(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
     """``(args, kwargs)`` of ``consumer`` related to the producer's call: each integer argument the
     producer also has by name (``dim``, ``dim0``, ``start``) is the producer's value a third of the
     time and one off it a sixth (a matcher's ``dim == cdim``, holding and just failing); a ``dtype``
-    is the producer's operand's a third of the time (a round trip of casts); after a cat, a
+    is the producer's operand's half the time (a round trip of casts); after a cat, a
     ``start``, ``end`` or ``index`` is one of the offsets of its pieces along its dim a third of the
     time and one off one a sixth."""
     spec, p_args, p_kwargs = producer_call
@@ -141,7 +141,7 @@ def relate(draw, consumer, args: tuple, kwargs: dict, producer_call) -> tuple:
             continue
         key = i if here is out else a.name
         if a.name == "dtype" and first is not None and isinstance(here[key], torch.dtype):
-            if draw(integers(0, 2)) == 0:
+            if flag(draw):
                 here[key] = first.tensor.dtype
             continue
         value = theirs.get(a.name)
@@ -185,9 +185,9 @@ def diamond(draw, consumer, out: list, first: Value, producer_call) -> None:
 
 
 def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple, cdim, rank: int) -> None:
-    """A consumer's ``start`` and ``end`` (or ``index``) at one piece of a cat, a ``step`` of 1: all a
-    third of the time (``slice(cat([a, b]), 0, len(a), len(a) + len(b))``), one of the bounds one off
-    a sixth; with them, its ``dim`` the cat's ``cdim`` half the time and the next dim of the ``rank``
+    """A consumer's ``start`` and ``end`` (or ``index``) at one piece of a cat, a ``step`` of 1: all half
+    the time (``slice(cat([a, b]), 0, len(a), len(a) + len(b))``), one of the bounds one off a sixth;
+    with them, its ``dim`` the cat's ``cdim`` half the time and the next dim of the ``rank``
     a quarter (else as drawn), so the bounds and the dim agree as often as a slice-of-cat rewrite
     needs, and the bounds fit the cat's pieces on another dim as often as its bug does."""
     def slot(name):  # (the list or dict that holds it, its key), as find_slot finds it
@@ -195,11 +195,11 @@ def _piece_bounds(draw, consumer, out: list, kw: dict, bounds: tuple, cdim, rank
         return None if found is None else (out if found[0] == "args" else kw, found[1])
 
     u = draw(integers(0, 5))
-    if u > 2:
+    if u > 3:
         return
     i = draw(integers(0, len(bounds) - 2))
     at = {"start": bounds[i], "end": bounds[i + 1], "index": bounds[i]}
-    if u == 2:  # the relation just missed: one of them one off
+    if u == 3:  # the relation just missed: one of them one off
         which = choose(draw, [n for n in at if slot(n) is not None] or ["start"])
         at[which] += 1 if flag(draw) else -1
     at["step"] = 1
@@ -277,12 +277,23 @@ def _dim(draw, ctx: DrawContext, rank: int, taken=()) -> int:
     return d - rank if draw(integers(0, 2)) == 2 else d
 
 
+def _own_pairs(ctx: DrawContext, rank: int) -> list:
+    """Two of the pass's numbers it names one after the other that are two dims of ``rank`` (a matcher
+    checking ``transpose(b, 1, 2)`` names 1, 2), in that order."""
+    own = [int(v) for v in ctx.pass_scalars if _is_int(v) or (isinstance(v, float) and v.is_integer())]
+    return [(a, b) for a, b in zip(own, own[1:]) if -rank <= a < rank and -rank <= b < rank and a % rank != b % rank]
+
+
 def _transpose(draw, ctx, shape, dtype):
     rank = len(shape)
     if rank < 2:
         return None
-    d0 = _dim(draw, ctx, rank)
-    d1 = _dim(draw, ctx, rank, taken=(d0,))
+    pairs = _own_pairs(ctx, rank)
+    if pairs and draw(integers(0, 2)) == 0:  # the two dims the pass names together, a third of the time
+        d0, d1 = choose(draw, pairs)
+    else:
+        d0 = _dim(draw, ctx, rank)
+        d1 = _dim(draw, ctx, rank, taken=(d0,))
     src = list(shape)
     src[d0 % rank], src[d1 % rank] = shape[d1 % rank], shape[d0 % rank]
     return (_source(draw, ctx, src, dtype), d0, d1), {}

@@ -35,7 +35,11 @@ class Focus:
     compares the two operands: ``sub(x, x) -> 0``), whose focus calls take one value as both operands
     two times in three (else one in six), that value not the latest focus op's result but one holding
     NaN or an infinity where special values are on; ``hops``: higher-order ops drawn in every graph,
-    focused or not (``graphs(hops=)``)."""
+    focused or not (``graphs(hops=)``); ``duplicates``: the pass acts on an expression computed twice
+    (a CSE, which names no op): a focused graph's step re-emits an earlier pure call one time in three,
+    where it is a call on an integer operand with an integral scalar three times in four with the
+    scalar of the other type (``add(x, 1)`` beside ``add(x, 1.0)``), and in mutating graphs a third of
+    them after a write in place to what it read."""
 
     ops: tuple = ()
     scalars: tuple = ()
@@ -45,6 +49,7 @@ class Focus:
     acting: tuple = ()
     hops: tuple = ()
     pairs: tuple = ()
+    duplicates: bool = False
 
     def __post_init__(self):
         if isinstance(self.ops, (str, bytes)) or not hasattr(self.ops, "__iter__"):
@@ -60,6 +65,8 @@ class Focus:
             raise InvalidArgument(f"Focus(edges={self.edges!r}) must be (producer, consumer) pairs of ops, or "
                                   f"(producer, consumer, argument) triples: the consumer's argument the producer "
                                   f"feeds, by its schema name (\"mat2\")")
+        if not isinstance(self.duplicates, bool):
+            raise InvalidArgument(f"Focus(duplicates={self.duplicates!r}) must be True or False")
         object.__setattr__(self, "edges", tuple(tuple(e) for e in self.edges))
         object.__setattr__(self, "hops", check_hops(self.hops, ir=None))
         object.__setattr__(self, "acting", tuple(self.acting))

@@ -240,6 +240,8 @@ def _addmm(check_alpha: bool):
             out, vb, vn = _val(mm), _val(bias), _val(n)
             if vb is None or vn is None or vb.dtype != out.dtype or vn.shape != out.shape or vb.dim() > 2:
                 continue
+            if out.is_complex():  # addmm scales both terms by 1 + 0j: NaN in a part where the other is
+                continue          # infinite (the search found this twin wrong once complex mm was drawn)
             alpha = n.kwargs.get("alpha", 1)
             if check_alpha and alpha != 1:
                 continue
@@ -413,7 +415,9 @@ def where_same_branches_ignoring_the_condition(gm):
 def _is_one(value, v, exact_type: bool) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != 1:
         return False
-    return not exact_type or isinstance(value, int) or v.is_floating_point() or v.is_complex()
+    # (not on a complex x: x * 1 multiplies by 1 + 0j, (a + bi)(1 + 0i) = (a - b*0) + (a*0 + b)i, NaN in
+    # a part where the other is infinite; the search found this twin wrong once complex x was drawn)
+    return not exact_type or (not v.is_complex() and (isinstance(value, int) or v.is_floating_point()))
 
 
 def _mul_one(exact_type: bool):

@@ -50,9 +50,19 @@ def _is_view(node) -> bool:
 
 
 def _returns_alias(node) -> bool:
-    """A view or an in-place call: its result is (a view of) its first operand's storage."""
+    """A view or an in-place call: its result is (a view of) its first operand's storage. By its
+    schema, or by its ``meta['val']``'s storage where the schema says its result is new and it is
+    not (``_unsafe_view`` of a contiguous value is a view of it: the search found this CSE merging
+    two duplicates, one returned through such a call, into outputs that share storage)."""
     schema = _schema(node)
-    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+    return schema is not None and (any(r.alias_info is not None for r in schema.returns) or _storage_of_first(node))
+
+
+def _storage_of_first(node) -> bool:
+    val, first = node.meta.get("val"), node.args[0] if node.args else None
+    other = first.meta.get("val") if isinstance(first, fx.Node) else None
+    return isinstance(val, torch.Tensor) and isinstance(other, torch.Tensor) and \
+        val.untyped_storage()._cdata == other.untyped_storage()._cdata
 
 
 def _pure(node) -> bool:
@@ -177,7 +187,8 @@ _NOOPS = {aten.add.Tensor: 0, aten.add.Scalar: 0, aten.sub.Tensor: 0, aten.sub.S
 
 def _noop_removal(check_writes: bool):
     """``x op c`` with the op's identity scalar ``c`` (no alpha) is ``x`` where the result's dtype,
-    shape and strides are ``x``'s; not where the result is an output and ``x``'s storage is an
+    shape and strides are ``x``'s; not where the result (or a view of it: the search found this twin
+    returning ``squeeze(x0)`` for ``squeeze(x0 * 1.0)``) is an output and ``x``'s storage is an
     input's, a constant's or another output's (they would come to share it), or is written in place (the write would reach ``x``), and, with ``check_writes``, not where ``x``'s
     storage is written in place after it."""
     def run(gm):
@@ -189,7 +200,7 @@ def _noop_removal(check_writes: bool):
                 continue
             x, c = n.args
             if not isinstance(x, fx.Node) or isinstance(c, (fx.Node, bool)) or c != _NOOPS[n.target] \
-                    or n in written or (n in outputs and not _fresh_for_output(x, outputs)):
+                    or n in written or (_aliases(n) & outputs and not _fresh_for_output(x, outputs)):
                 continue
             vx, vn = _val(x), _val(n)
             if vx is None or vn is None or (vx.dtype, vx.shape, vx.stride()) != (vn.dtype, vn.shape, vn.stride()):
