@@ -220,8 +220,8 @@ def focus_line(focus: dict) -> str | None:
     if focus.get("pairs"):
         parts.append(f"acts on {', '.join(p + '(x, x)' for p in focus['pairs'])} (drawn with x holding NaN or inf)")
     if "duplicates" in focus.get("structures", ()):
-        parts.append("acts on an expression computed twice (probe; drawn one step in four, with scalars of the "
-                     "other type and across writes)")
+        parts.append("acts on an expression computed twice (probe; drawn at a third of the steps, with scalars "
+                     "of the other type and across writes)")
     missing = focus.get("not_in_catalog", ())
     if missing:
         where = "only the seed graphs have it" if seeds else "so no drawn graph has it: try --seed-graphs"

@@ -505,23 +505,23 @@ def _pair_acts(row, acts) -> bool:
     return drawn == _UNPAIRED_EXAMPLES and not any_acted
 
 
-def _pair_calls(row, case) -> list:
-    """``row``'s calls in ``case`` as ``(node, i, j)``: its two operands an equal-operands pair makes one
+def _pair_operands(row, case) -> list:
+    """Of each of ``row``'s calls in ``case``, the two operands an equal-operands pair makes one
     (``OpSpec.pair_positions``: ``sub``'s first two, ``where``'s two after its mask)."""
     i, j = row.pair_positions
-    return [(n, i, j) for n in case.gm.graph.nodes if n.target is row.overload and len(n.args) > j]
+    return [(n.args[i], n.args[j]) for n in case.gm.graph.nodes if n.target is row.overload and len(n.args) > j]
 
 
 def _holds_pair(row, case) -> bool:
     """``row`` as x op x, and nowhere on two values (where the pass acts, the pair is why)."""
-    calls = _pair_calls(row, case)
-    return bool(calls) and all(n.args[i] is n.args[j] for n, i, j in calls)
+    calls = _pair_operands(row, case)
+    return bool(calls) and all(a is b for a, b in calls)
 
 
 def _holds_unpaired(row, case) -> bool:
     """``row`` on two distinct tensors, and nowhere on one as both operands."""
-    calls = _pair_calls(row, case)
-    return bool(calls) and all(isinstance(n.args[j], torch.fx.Node) and n.args[i] is not n.args[j] for n, i, j in calls)
+    calls = _pair_operands(row, case)
+    return bool(calls) and all(isinstance(b, torch.fx.Node) and a is not b for a, b in calls)
 
 
 def _names(rows) -> list:

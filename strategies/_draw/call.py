@@ -68,7 +68,7 @@ def call_args(draw, ctx: DrawContext, spec: C.OpSpec):
             if ctx.into_first and kind != C.MASK and first.tensor.dtype in ok:
                 ok = frozenset({first.tensor.dtype})  # as an in-place form takes it: the first's dtype and shape
             v = operand(draw, ctx, dtypes_ok=ok, domain=domain, like=like, into=inplace or ctx.into_first,
-                        **({"nonfinite": True} if pair and position == at[0] else {}))
+                        nonfinite=pair and position == at[0])
             args.append(v)
             if like.tensor.dtype is torch.bool and kind != C.MASK and first_kind == C.MASK:
                 like = v

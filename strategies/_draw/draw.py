@@ -350,7 +350,7 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
             if ctx.mutations and C.INPLACE in cfg.by_category and draw(integers(0, 2)) == 2:  # a third across a write
                 _op_step(draw, ctx, cfg, C.INPLACE, across=True)
             else:
-                _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure], picked_first=True)
+                _duplicate(draw, b, _pure_calls(b), picked_first=True)
         except StepRejected:
             pass
         return
@@ -378,7 +378,7 @@ def _do_step(draw, ctx: DrawContext, cfg: _Config, in_region: bool = False) -> N
             hop_step(draw, ctx, kind, lambda sub_ctx, n: _sub_steps(draw, sub_ctx, cfg.subgraph_config(), n))
             return
         if kind == "duplicate":
-            _duplicate(draw, b, [v for v in b.values if v.call is not None and v.pure])
+            _duplicate(draw, b, _pure_calls(b))
             return
         _op_step(draw, ctx, cfg, kind)
     except StepRejected:
@@ -393,9 +393,9 @@ def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str, across: bool = Fal
     spec = cfg.by_category[kind].draw(draw)
     if spec is None:  # the neutral draw: no step (what a step shrinks to before its first row)
         return
-    if isinstance(spec, Chain) or (across and spec.mutates_metadata):
-        if across:
-            raise StepRejected("a duplicate across a write needs a write of values")
+    if across and (isinstance(spec, Chain) or spec.mutates_metadata):
+        raise StepRejected("a duplicate across a write needs a write of values")
+    if isinstance(spec, Chain):
         spec.emit(draw, ctx)
         return
     read = _read_values(b) if kind == C.INPLACE and not spec.mutates_metadata and (across or draw(integers(0, 2)) == 0) \
@@ -762,15 +762,14 @@ def _duplicate(draw, b: GraphBuilder, candidates: list, picked_first: bool = Fal
     # candidate), re-emitted with it as the other type: add(x, 1) beside add(x, 1.0), what a CSE keyed
     # on 1 == 1.0 merges. (On a float operand the two are equal and merging them is right: flipped
     # there too, a correct CSE merged nothing in the 24 plain graphs discovery weighs it on, 6 before.)
-    scalar = [v for v in candidates if v.call[0] is not None and _on_integers(v.call[1])
-              and _scalar_slots(v.call[0], *v.call[1:])]
     if picked_first:
         original = choose(draw, candidates)
         spec, args, kwargs = original.call
-        if original in scalar and draw(integers(0, 3)) != 0:
+        if _integral_call(original) and draw(integers(0, 3)) != 0:
             args, kwargs = _other_scalar_type(draw, spec, args, kwargs)
         b.call(spec, original.node.target, args, kwargs)
         return
+    scalar = [v for v in candidates if _integral_call(v)]
     if scalar and flag(draw):
         original = choose(draw, scalar)
         spec = original.call[0]
@@ -779,6 +778,16 @@ def _duplicate(draw, b: GraphBuilder, candidates: list, picked_first: bool = Fal
         original = choose(draw, candidates)
         spec, args, kwargs = original.call
     b.call(spec, original.node.target, args, kwargs)
+
+
+def _pure_calls(b: GraphBuilder) -> list:
+    """The values of pure calls drawn so far (what a duplicate re-emits)."""
+    return [v for v in b.values if v.call is not None and v.pure]
+
+
+def _integral_call(v: Value) -> bool:
+    """A call on an integer (or bool) operand holding a scalar of integral value."""
+    return v.call[0] is not None and _on_integers(v.call[1]) and bool(_scalar_slots(v.call[0], *v.call[1:]))
 
 
 @st.composite

@@ -252,15 +252,18 @@ def _source(draw, ctx: DrawContext, shape: tuple, dtype) -> Value:
                    make_shape=lambda d: shape)
 
 
+def _own_ints(ctx: DrawContext) -> list:
+    """The pass's numbers of integral value, as ints, in their order."""
+    return [int(v) for v in ctx.pass_scalars if _is_int(v) or (isinstance(v, float) and v.is_integer())]
+
+
 def _own_dims(ctx: DrawContext, rank: int) -> list:
     """The pass's numbers that are dims of a tensor of ``rank`` (in their order, once each by the dim
     they name)."""
     dims = []
-    for v in ctx.pass_scalars:
-        if _is_int(v) or (isinstance(v, float) and v.is_integer()):
-            d = int(v)
-            if -rank <= d < rank and d % rank not in [x % rank for x in dims]:
-                dims.append(d)
+    for d in _own_ints(ctx):
+        if -rank <= d < rank and d % rank not in [x % rank for x in dims]:
+            dims.append(d)
     return dims
 
 
@@ -280,7 +283,7 @@ def _dim(draw, ctx: DrawContext, rank: int, taken=()) -> int:
 def _own_pairs(ctx: DrawContext, rank: int) -> list:
     """Two of the pass's numbers it names one after the other that are two dims of ``rank`` (a matcher
     checking ``transpose(b, 1, 2)`` names 1, 2), in that order."""
-    own = [int(v) for v in ctx.pass_scalars if _is_int(v) or (isinstance(v, float) and v.is_integer())]
+    own = _own_ints(ctx)
     return [(a, b) for a, b in zip(own, own[1:]) if -rank <= a < rank and -rank <= b < rank and a % rank != b % rank]
 
 

@@ -49,7 +49,7 @@ class DrawContext:
     focus_step: bool = False  # a focus op's arguments are being drawn: scalars are more likely
     edges: tuple = ()  # (producer row, consumer row) pairs a focused graph draws chained
     edges_only: bool = False  # the focus is edges and no ops: every step draws one
-    duplicates: bool = False  # the focus is repeated expressions (Focus.duplicates): a step in four re-emits one
+    duplicates: bool = False  # the focus is repeated expressions (Focus.duplicates): a third of the steps re-emit one
     chained: bool = False  # an edge's consumer is being drawn: its first operand is ctx.prefer where it fits
     # an edge's consumer is being drawn with the producer's result at its argument of this name:
     # (name, value), the rule drawing that argument takes it where it fits (and sets pin_taken)
