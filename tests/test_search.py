@@ -195,9 +195,25 @@ def index_heavy(gm):
     return gm
 
 
+def counting_and_importing(gm):
+    """Counts a node's arguments and readers (``len(n.args) != 2``, ``len(n.users) == 1``), imports in
+    its body (whose level is a 0 Python loads), and rewrites ``mul(x, 5)``: 5 is the pass's one number."""
+    import operator  # noqa: F401
+
+    for n in gm.graph.nodes:
+        if n.target != aten.mul.Tensor or len(n.args) != 2 or len(n.users) == 1:
+            continue
+        if n.args[1] == 5:
+            n.args = (n.args[0], 5)
+    return gm
+
+
 def test_static_discovery_takes_no_subscript_or_slice_bound_for_a_constant():
     assert static_triggers(index_heavy).constants == [3.0]
     assert 0 in static_triggers(relu_only_on_tensors).constants  # an index elsewhere, a scalar here
+    # nor an import's level, nor a count of a node's arguments or readers (2 and 1 would take the
+    # draws' share of the pass's own numbers from 5)
+    assert static_triggers(counting_and_importing).constants == [5]
 
 
 def test_probes_find_what_the_code_does_not_name_and_crashes_do_not_kill_the_run(tmp_path, monkeypatch):

@@ -341,3 +341,18 @@ def test_an_integer_arange_never_has_a_fractional_step():
     draw()
     assert steps and not [s for s, dt in steps if s != int(s) and dt in (torch.int32, torch.int64)]
     assert any(s == 0.5 for s, _ in steps)  # fractional steps are still drawn, for float results
+
+
+def test_an_empty_tensor_is_never_viewed_as_a_wider_dtype():
+    """view.dtype to a wider dtype needs stride(0) divisible by the ratio, and an empty tensor's strides
+    are not one thing: eager views int64[1, 0, 0] as [0, 0], then as float32 with strides (2, 1), where
+    the fake view gives (1, 1), so FakeTensorProp refuses the float64 view eager took (the matcher
+    corpus's view-dtype-reorder: a correct pass's meta refresh raised on such a drawn graph). Narrower
+    dtypes, and wider ones of tensors holding elements, are still drawn."""
+    from strategies._draw.args import _bits_fit
+
+    empty = torch.zeros(1, 0, 0, dtype=torch.int64).view(0, 0).view(torch.float32)
+    assert empty.stride() == (2, 1)  # eager's: the rule eager applies would let it widen
+    assert not _bits_fit(empty, 8)
+    assert _bits_fit(empty, 2)
+    assert _bits_fit(torch.zeros(2, 4), 8) and not _bits_fit(torch.zeros(2, 3), 8)

@@ -169,7 +169,7 @@ class _Walker:
                     self.packet(name, "code")
         instructions = list(dis.get_instructions(code))
         for i, ins in enumerate(instructions):  # numbers by their uses: node.args[2] names no scalar
-            if ins.opname in _LOAD_CONST and not _is_index(instructions, i):
+            if ins.opname in _LOAD_CONST and not _is_index(instructions, i) and not _is_count(instructions, i):
                 for c in ins.argval if isinstance(ins.argval, (tuple, frozenset)) else (ins.argval,):
                     self.constant(c)
         chain: list = []
@@ -246,7 +246,25 @@ def _is_index(instructions: list, i: int) -> bool:
     if j == len(instructions):
         return False
     nxt = instructions[j]
-    return nxt.opname in _INDEXING or (nxt.opname == "BINARY_OP" and nxt.argrepr == "[]")  # 3.14: subscript
+    return (nxt.opname in _INDEXING or (nxt.opname == "BINARY_OP" and nxt.argrepr == "[]")  # 3.14: subscript
+            or nxt.opname == "IMPORT_NAME")  # a function's ``import x``: its level (0), no number of the pass
+
+
+# What may stand between ``len`` and its call in ``len(node.args)`` / ``len(n.users)``: names and attributes
+_OPERAND_LOADS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD",
+                  "LOAD_FAST_BORROW", "LOAD_FAST_LOAD_FAST", "PRECALL", "PUSH_NULL")
+
+
+def _is_count(instructions: list, i: int) -> bool:
+    """Whether the constant loaded at ``instructions[i]`` is compared with a ``len(...)`` of names and
+    attributes (``len(node.args) < 2``, ``len(n.users) == 1``): how many arguments or readers a node
+    has, no scalar a graph's call could hold."""
+    if i + 1 >= len(instructions) or instructions[i + 1].opname != "COMPARE_OP" or instructions[i - 1].opname != "CALL":
+        return False
+    j = i - 2
+    while j >= 0 and instructions[j].opname in _OPERAND_LOADS and instructions[j].argval != "len":
+        j -= 1
+    return j >= 0 and instructions[j].opname in ("LOAD_GLOBAL", "LOAD_NAME") and instructions[j].argval == "len"
 
 
 def _flat(items) -> list:

@@ -179,11 +179,16 @@ def rule_view_dtype(draw, t, complex_ok: bool = False):
 
 
 def _bits_fit(t, itemsize: int) -> bool:
-    """Whether eager views ``t`` as a dtype of ``itemsize`` bytes (``Tensor.view(dtype)``'s rules)."""
+    """Whether eager views ``t`` as a dtype of ``itemsize`` bytes (``Tensor.view(dtype)``'s rules), and
+    FakeTensorProp does too: an empty tensor is never viewed as a wider dtype, since its strides are
+    not one thing (eager views an empty ``[0, 0]`` with strides ``(2, 1)`` where the fake ``view`` gives
+    ``(1, 1)``, and widening then needs ``stride(0)`` even: a correct pass's meta refresh raised)."""
     if t.dim() == 0 or t.stride(-1) != 1 or t.dtype is torch.bool:
         return False
     if itemsize < t.dtype.itemsize:
         return True
+    if t.numel() == 0:
+        return False
     ratio = itemsize // t.dtype.itemsize
     return (t.shape[-1] % ratio == 0 and t.storage_offset() % ratio == 0
             and all(s % ratio == 0 for s in t.stride()[:-1]))
