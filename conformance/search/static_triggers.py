@@ -5,9 +5,10 @@ and the globals of its own package, classes and their methods, objects holding p
 table of an Inductor ``PatternMatcherPass``. It collects the ATen ops named there (``code``: by an
 ``OpOverload`` or packet object, an ``aten.x`` attribute chain or string; ``pattern``: the targets a
 pattern table is keyed by), the producer -> consumer pairs of the pattern graphs (``edges``), the ops
-the catalog lacks (``missing``) and the numeric constants the code uses (not subscripts). Ops are
-named as the catalog names them (``op_name``, ``packet_name``). ``triggers.py`` confirms and adds
-to these by running the pass on probe graphs.
+the catalog lacks (``missing``) and the numeric constants the code compares values with (not
+subscripts, an import's level, or a count compared with ``len(...)``). Ops are named as the catalog
+names them (``op_name``, ``packet_name``). ``triggers.py`` confirms and adds to these by running the
+pass on probe graphs.
 """
 
 from __future__ import annotations
@@ -259,7 +260,8 @@ def _is_count(instructions: list, i: int) -> bool:
     """Whether the constant loaded at ``instructions[i]`` is compared with a ``len(...)`` of names and
     attributes (``len(node.args) < 2``, ``len(n.users) == 1``): how many arguments or readers a node
     has, no scalar a graph's call could hold."""
-    if i + 1 >= len(instructions) or instructions[i + 1].opname != "COMPARE_OP" or instructions[i - 1].opname != "CALL":
+    if not 0 < i < len(instructions) - 1 or instructions[i + 1].opname != "COMPARE_OP" \
+            or instructions[i - 1].opname != "CALL":
         return False
     j = i - 2
     while j >= 0 and instructions[j].opname in _OPERAND_LOADS and instructions[j].argval != "len":
