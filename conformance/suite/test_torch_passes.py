@@ -402,6 +402,18 @@ def _kept_by_a_removed_op(violation) -> bool:
     return False
 
 
+def _a_product_by_a_uniform_removed(violation) -> bool:
+    """A product of the graph before, one of whose operands is a tensor of one value (``_UNIFORM``), is
+    gone from the graph after: a ``* ones`` removed, not another complex NaN lost."""
+    before, after = violation.graph_before or "", violation.graph_after or ""
+    uniform = {m.group(1) for m in re.finditer(rf"^\s*(\w+) = torch\.ops\.{_UNIFORM}\(", before, re.M)}
+    for name, args in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.mul\.Tensor\(([^\n]*)\)", before, re.M):
+        operands = set(re.findall(r"\w+", args.split(";")[0]))
+        if operands & uniform and not re.search(rf"^\s*{name} = ", after, re.M):
+            return True
+    return False
+
+
 def _signature(graph: str) -> list:
     found = re.search(r"def forward\(self(?:, )?([^)]*)\)", graph)
     return [a.strip() for a in found.group(1).split(",") if a.strip()] if found else []
@@ -642,6 +654,16 @@ FINDINGS = {
         "remove_no_ops, at seed 2284685492: (2 - exp(0)) * x; the kept operand may be any node: "
         "1.0 * expand(abs(x)), found by hand)",
         before=_UNIFORM, shape=_kept_by_a_removed_op),
+    "remove-no-ops-multiplies-complex-by-one": Finding(
+        ("joint_graph.joint_graph_passes", "joint_graph.constant_fold_uniform_value"), "values",
+        r"as real, imaginary pairs(?s:.*)should be NaN and \+-inf at the same positions",
+        lambda x: (aten.mul.Tensor(x, aten.full.default([2], 1.0, dtype=torch.complex64)),),
+        lambda: (torch.tensor([complex(float("inf"), 1.0), complex(1.0, 2.0)]),),
+        "remove_no_ops replaces x * ones by x for a complex x, but a complex product by 1 + 0j is not x "
+        "where a part is infinite: (inf + 1j) * (1 + 0j) is inf + nan j in eager, whose real part's inf "
+        "times the 0 of the imaginary one is NaN (found while the matcher corpus's own x * 1 removal was "
+        "caught on complex x, issue 56; checked on the real pass by hand)",
+        before=_UNIFORM, shape=_a_product_by_a_uniform_removed),
     "addmm-pattern-drops-alpha": Finding(
         ("post_grad.pass_patterns[2]", "post_grad.post_grad_passes"), "values", r"elements differ",
         lambda a, b, c: (aten.add.Tensor(aten.mm.default(a, b), c, alpha=0.5),),
