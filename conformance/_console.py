@@ -34,7 +34,8 @@ class ConsoleReporter:
         self.total = max_examples
         specials = f"on ({options.get('specials', 'strict')})" if options["special_values"] else "off"
         self._line(f"fx-conformance verify {target}: up to {max_examples} examples, graphs={options['graphs']}, "
-                   f"ir={options.get('ir', 'aten')}, special values {specials}, device={options['device']}")
+                   f"ir={options.get('ir', 'aten')}, special values {specials}, device={options['device']}"
+                   + (f", near misses {options['near_misses']} a rewritten graph" if options.get("near_misses") else ""))
         if self.rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

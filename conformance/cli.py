@@ -116,6 +116,7 @@ def _verify(args) -> int:
                         specials=args.specials, shrink=not args.no_shrink, focus=args.focus, seed_graphs=args.seed_graphs,
                         sizes=args.sizes, ir=args.ir, requires_grad=args.requires_grad, dynamic=args.dynamic,
                         ops=args.ops, hops=args.hops, db=args.db, db_readonly=args.db_readonly, dce_pass=args.dce_pass,
+                        near_misses=args.near_misses,
                         reporter=ConsoleReporter(verbose=args.verbose))
     except UsageError as exc:
         print(f"fx-conformance verify: error: {exc}", file=sys.stderr)
@@ -307,6 +308,10 @@ def _add_verify(sub) -> None:
     v.add_argument("--dce-pass", action="store_true",
                    help="removing dead code is the pass's job: a graph it only cleaned up counts as one it acted on "
                         "(by default a run whose every change was dead-code removal is vacuous: exit 4)")
+    v.add_argument("--near-misses", type=int, default=0, metavar="K",
+                   help="after each graph the pass rewrote, check up to K variants with one argument of a node the "
+                        "rewrite removed moved (a dim to another, an integer by one, 1 to 1.0, an alpha given): "
+                        "where a matcher's forgotten check lives (aten graphs; default 0)")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
     v.add_argument("-v", "--verbose", action="store_true",
                    help="list each kind of warning torch raised while the run drew and ran graphs (they are "

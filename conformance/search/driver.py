@@ -46,6 +46,7 @@ from .options import resolve_ops, resolve_options
 from .progress import NullReporter, _Events, _Stream
 from ._spawn import Worker
 from .isolate import ChildDied, can_isolate, fork_is_safe, probing_in, run_forked
+from .near_miss import near_misses
 from .warm import warm_for_drivers
 from .workers import run_drivers
 
@@ -93,7 +94,8 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, hops=None, known=None,
-           db: str | None = None, db_readonly: bool = False, dce_pass: bool = False, reporter=None,
+           db: str | None = None, db_readonly: bool = False, dce_pass: bool = False, near_misses: int = 0,
+           reporter=None,
            _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
 
@@ -163,6 +165,11 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         dce_pass: removing dead code is the pass's job. By default a graph the pass only cleaned up
             (its change equals ``Graph.eliminate_dead_code``'s) is not one its rewrite acted on, and a
             run whose every change was that is vacuous; with ``dce_pass`` it counts.
+
+        near_misses: after each graph the pass rewrote, check up to this many variants of it with one
+            scalar argument of a node the rewrite removed moved (a dim to another, an integer by one, 1 to
+            1.0, an alpha given): where a matcher's forgotten check lives (``near_miss.py``). Aten
+            graphs of concrete sizes; 0 (the default) checks none.
 
     The result says how many graphs the pass changed (``changed``) and how many of those it only
     cleaned up (``changed_dead_code_only``; ``rewrites`` the others); ``vacuous`` is True when it
@@ -395,6 +402,7 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
                           requires_grad=opts["requires_grad"], device="cpu" if opts["ir"] == "torch" else opts["device"])
 
     known_takes_example = known is not None and _takes_example(known)  # read once, not per violation
+    near = opts["near_misses"] if opts["ir"] == "aten" and not opts["dynamic"] else 0
     focus_names = focus.op_names() if focus is not None else frozenset()
 
     def run_one(case) -> Verdict:
@@ -447,6 +455,8 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
         found.runs.append(Run(verdict.changed, bool(verdict.dead_code_only), verdict.checked if executed else (),
                               verdict.no_reference, held))
         steer(verdict)
+        if near and verdict.ok and verdict.changed and not verdict.dead_code_only and case.symbolic is None:
+            verdict, case = _near_misses(run_one, verdict, case, near)
         if verdict.dynamic:
             found.add_dynamic(verdict.dynamic)
         for v in verdict.violations:
@@ -491,6 +501,19 @@ def _search(checker: Checker, put, opts, focus, seed_value, max_examples, isolat
             if opts["ops"]:
                 found.user_ops = custom_health_since(user_ops_before)
     return found
+
+
+def _near_misses(run_one, verdict, case, limit: int) -> tuple:
+    """``(verdict, case)``: the first of ``case``'s near misses (``near_miss.py``) the pass fails and that
+    variant, else the graph's own."""
+    for variant in near_misses(case, verdict.graph_after, limit):
+        try:
+            other = run_one(variant)
+        except OriginalFailed:  # the variant did not run: no graph
+            continue
+        if not other.ok:
+            return other, variant
+    return verdict, case
 
 
 def _database_info(put, opts: dict) -> dict:

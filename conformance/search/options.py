@@ -59,11 +59,13 @@ def resolve_options(args: dict) -> dict:
                          "programs of their own steps")
     if not isinstance(args["dce_pass"], bool):
         raise UsageError(f"dce_pass={args['dce_pass']!r}, but should be True or False")
+    if isinstance(args["near_misses"], bool) or not isinstance(args["near_misses"], int) or args["near_misses"] < 0:
+        raise UsageError(f"near_misses={args['near_misses']!r}, but should be a number of variants, 0 or more")
     opts_hops = _hops(args["hops"], ir, args["dynamic"])
     device = resolve_device(args["device"])
     keep = ("max_examples", "graphs", "special_values", "constants", "ensure", "preserve", "properties", "signature", "timeout",
             "isolate", "workers", "signed_zeros", "specials", "shrink", "focus", "seed_graphs", "sizes", "requires_grad", "dynamic",
-            "dce_pass")
+            "dce_pass", "near_misses")
     opts = {k: args[k] for k in keep}
     if args["db"] is not None and not isinstance(args["db"], str):
         raise UsageError(f"db={args['db']!r}, but should be a directory or redis://host:port/N (comma-separated "
