@@ -5,7 +5,8 @@ Markdown table of docs/fire-rates.md, and written as JSON with ``--json``.
 
     .venv/bin/python scripts/matcher_corpus.py --seeds 0 1 2 --jobs 2 --json /tmp/corpus.json
 
-``--corpus structures`` measures tests/passes/structures.py's passes instead (issue 56 item 5).
+``--corpus structures`` measures tests/passes/structures.py's passes instead (issue 56 item 5);
+``--near-misses K`` runs both twins with verify(near_misses=K).
 """
 
 from __future__ import annotations
@@ -38,15 +39,16 @@ def _corpus(which: str) -> dict:
     return CORPUS
 
 
-def run(name: str, seed: int, examples: int, which: str = "matchers") -> dict:
-    """Both twins of ``name`` at ``seed``: the correct twin's counts and verdict, the buggy twin's catch."""
+def run(name: str, seed: int, examples: int, which: str = "matchers", near_misses: int = 0) -> dict:
+    """Both twins of ``name`` at ``seed``: the correct twin's counts and verdict, the buggy twin's catch
+    (``near_misses``: verify()'s, the variants of each rewritten graph checked)."""
     _setup()
     warnings.filterwarnings("ignore")
     from conformance import verify
 
     m = _corpus(which)[name]
     options = dict(ir=m.ir, graphs=m.graphs, ops=m.ops, max_examples=examples, seed=seed, device="cpu",
-                   shrink=False, repro_dir=None)
+                   shrink=False, repro_dir=None, near_misses=near_misses)
     t0 = time.monotonic()
     good = verify(m.correct, **options)
     t1 = time.monotonic()
@@ -86,13 +88,15 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", default=None)
     parser.add_argument("--corpus", choices=("matchers", "structures"), default="matchers")
+    parser.add_argument("--near-misses", type=int, default=0, help="verify()'s near_misses for both twins")
     args = parser.parse_args(argv)
     _setup()
     names = [n for n in _corpus(args.corpus) if args.only is None or args.only in n]
     work = [(n, s) for n in names for s in args.seeds]
     records = []
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        for record in pool.map(run, *zip(*work), [args.max_examples] * len(work), [args.corpus] * len(work)):
+        for record in pool.map(run, *zip(*work), [args.max_examples] * len(work), [args.corpus] * len(work),
+                               [args.near_misses] * len(work)):
             records.append(record)
             print(json.dumps(record), file=sys.stderr, flush=True)
     if args.json:
