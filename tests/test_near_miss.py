@@ -67,12 +67,16 @@ def test_a_number_goes_to_its_other_type_and_an_alpha_is_given():
 def test_a_matcher_forgetting_its_dim_check_is_caught_by_near_misses_and_its_twin_holds():
     """The matcher corpus's select-of-unsqueeze at seed 1: its buggy twin, rewriting select(unsqueeze(x, d),
     d', 0) whatever d', was not caught in 200 graphs (every graph where it differed selected another
-    size-1 dim); with two near misses a rewritten graph, at graph 8. Its correct twin holds on 200."""
-    options = dict(max_examples=200, seed=1, device="cpu", shrink=False, repro_dir=None)
-    bad = verify("tests.passes.matchers:select_of_unsqueeze_any_dims", near_misses=2, **options)
+    size-1 dim); with two near misses a rewritten graph, at graph 8 of the same 30 graphs that miss it
+    without them. Its correct twin holds on them (12 rewritten; 61 of 200, holding, in the sweep's
+    measure: docs/fire-rates.md)."""
+    options = dict(max_examples=30, seed=1, device="cpu", shrink=False, repro_dir=None)
+    buggy = "tests.passes.matchers:select_of_unsqueeze_any_dims"
+    assert verify(buggy, **options).ok  # not caught without them
+    bad = verify(buggy, near_misses=2, **options)
     assert [v.property for v in bad.violations][:1] in (["values"], ["validity"]), bad.violations
     good = verify("tests.passes.matchers:select_of_unsqueeze", near_misses=2, **options)
-    assert good.ok and good.rewrites >= 20, (good.violations, good.fire_text)
+    assert good.ok and good.rewrites >= 6, (good.violations, good.fire_text)
 
 
 def test_near_misses_must_be_a_count_of_variants():
