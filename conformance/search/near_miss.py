@@ -30,8 +30,9 @@ import torch
 
 from strategies import attach_meta
 
-# The schema types whose argument takes an int or a float alike (``add(x, 1)`` and ``add(x, 1.0)``)
-_NUMBER_TYPES = ("Scalar", "number")
+# The schema types whose argument takes an int or a float alike (``add(x, 1)`` and ``add(x, 1.0)``; a
+# Tensor argument given a Python number, ``mul.Tensor(x, 2)``, wraps it)
+_NUMBER_TYPES = ("Scalar", "number", "Tensor")
 
 
 def near_misses(case, graph_after: str, limit: int) -> list:
@@ -67,7 +68,7 @@ def _moves(node) -> list:
     for where, value, arg in places:
         if arg is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        number = str(arg.type) in _NUMBER_TYPES or str(arg.type) == "Tensor"  # mul.Tensor(x, 2): a wrapped number
+        number = str(arg.type) in _NUMBER_TYPES
         moved: list = []
         if isinstance(value, int):
             moved = [value + 1, value - 1] + ([float(value)] if number else [])
@@ -77,7 +78,8 @@ def _moves(node) -> list:
         elif number and float(value).is_integer():
             moved = [int(value)]
         moves += [(node.name, where, v) for v in moved]
-    if "alpha" in arguments and "alpha" not in node.kwargs and len(node.args) <= _position(schema, "alpha"):
+    # (alpha is positional in some schemas, add.Scalar's: where given there it was moved above)
+    if "alpha" in arguments and "alpha" not in node.kwargs and len(node.args) <= list(arguments).index("alpha"):
         moves.append((node.name, "alpha", 2))
     return moves
 
@@ -88,13 +90,9 @@ def _rank(node) -> int:
     return val.dim() if isinstance(val, torch.Tensor) else 0
 
 
-def _position(schema, name: str) -> int:
-    return next(i for i, a in enumerate(schema.arguments) if a.name == name)
-
-
 def _moved(case, name: str, where, value):
-    """``case.gm`` with the move made, its meta propagated again; None where eager refuses it or the
-    variant cannot be propagated (no graph, so nothing to check)."""
+    """``case.gm`` with the move made, its meta propagated again (attach_meta's eager run, which is also
+    the check that eager takes it); None where eager refuses it (no graph, so nothing to check)."""
     gm = copy.deepcopy(case.gm)
     node = next(n for n in gm.graph.nodes if n.name == name)
     if isinstance(where, int):
@@ -104,8 +102,6 @@ def _moved(case, name: str, where, value):
     try:
         gm.graph.lint()
         gm.recompile()
-        with torch.no_grad():
-            gm(*case.fresh_inputs())
         attach_meta(gm, case.fresh_inputs())
     except Exception:  # noqa: BLE001 - a move eager (or meta propagation) refuses makes no graph
         return None
