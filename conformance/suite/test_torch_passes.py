@@ -388,30 +388,30 @@ def _views_a_rebuilt_scatter(violation) -> bool:
     return False
 
 
+def _removed_calls(violation, ops: str) -> list:
+    """``(name, operands)`` of each call of the graph before to ``aten.<ops>`` (a regex of op and
+    overload) that the graph after no longer has; ``operands``: the text of its arguments."""
+    after = violation.graph_after or ""
+    return [(name, args.split(";")[0])
+            for name, args in re.findall(rf"^\s*(\w+) = torch\.ops\.aten\.{ops}\(([^\n]*)\)",
+                                         violation.graph_before or "", re.M)
+            if not re.search(rf"^\s*{name} = ", after, re.M)]
+
+
 def _kept_by_a_removed_op(violation) -> bool:
     """The node a stale-meta message names is an operand of an arithmetic node of the graph before that
     the graph after no longer has: the operand a no-op's removal kept in its place."""
-    node, after = _stale_node(violation), violation.graph_after or ""
-    if node is None:
-        return False
-    for name, args in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.(?:mul|add|sub|div)\.\w+\(([^\n]*)\)",
-                                 violation.graph_before or "", re.M):
-        operands = args.split(";")[0]
-        if re.search(rf"\b{node}\b", operands) and not re.search(rf"^\s*{name} = ", after, re.M):
-            return True
-    return False
+    node = _stale_node(violation)
+    return node is not None and any(re.search(rf"\b{node}\b", operands)
+                                    for _, operands in _removed_calls(violation, r"(?:mul|add|sub|div)\.\w+"))
 
 
 def _a_product_by_a_uniform_removed(violation) -> bool:
     """A product of the graph before, one of whose operands is a tensor of one value (``_UNIFORM``), is
     gone from the graph after: a ``* ones`` removed, not another complex NaN lost."""
-    before, after = violation.graph_before or "", violation.graph_after or ""
-    uniform = {m.group(1) for m in re.finditer(rf"^\s*(\w+) = torch\.ops\.{_UNIFORM}\(", before, re.M)}
-    for name, args in re.findall(r"^\s*(\w+) = torch\.ops\.aten\.mul\.Tensor\(([^\n]*)\)", before, re.M):
-        operands = set(re.findall(r"\w+", args.split(";")[0]))
-        if operands & uniform and not re.search(rf"^\s*{name} = ", after, re.M):
-            return True
-    return False
+    uniform = {m.group(1) for m in re.finditer(rf"^\s*(\w+) = torch\.ops\.{_UNIFORM}\(", violation.graph_before or "",
+                                               re.M)}
+    return any(set(re.findall(r"\w+", operands)) & uniform for _, operands in _removed_calls(violation, r"mul\.Tensor"))
 
 
 def _signature(graph: str) -> list:
@@ -1346,6 +1346,27 @@ def test_a_cumsum_readers_layout_met_as_a_view_that_raises_is_the_finding():
     assert finding.matches(raised[0])
     raised[0].graph_before = raised[0].graph_before.replace("aten.cumsum.default", "aten.cummax.default")
     assert not finding.matches(raised[0])
+
+
+def test_a_complex_product_by_ones_removed_is_matched_and_no_other_complex_nan_lost():
+    """remove-no-ops-multiplies-complex-by-one matches a complex NaN/inf mismatch only where a product by a
+    tensor of one value is gone from the graph after: not where the product stays, nor where the removed
+    product's operands hold no such tensor, nor a real output's NaN lost."""
+    from conformance._result import Violation
+
+    def met(message, before, after):
+        violation = Violation("values", message)
+        violation.graph_before, violation.graph_after = before, after
+        return FINDINGS["remove-no-ops-multiplies-complex-by-one"].matches(violation)
+
+    complex_nan = ("output[0] (as real, imaginary pairs): 1 of 4 elements differ (float32[2, 2]), but should be "
+                   "NaN and +-inf at the same positions as the original")
+    ones = "    full_default = torch.ops.aten.full.default([2], 1.0, dtype = torch.complex64)\n"
+    product = "    mul = torch.ops.aten.mul.Tensor(arg0_1, full_default);  arg0_1 = None\n"
+    assert met(complex_nan, ones + product, "    return (arg0_1,)")
+    assert not met(complex_nan, ones + product, product + "    return (mul,)")  # the product kept
+    assert not met(complex_nan, "    mul = torch.ops.aten.mul.Tensor(arg0_1, arg1_1)\n", "    return (arg0_1,)")
+    assert not met(complex_nan.replace(" (as real, imaginary pairs)", ""), ones + product, "    return (arg0_1,)")
 
 
 def test_the_cse_pass_findings_match_a_merge_and_nothing_else():
