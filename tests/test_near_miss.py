@@ -86,4 +86,4 @@ def test_near_misses_must_be_a_count_of_variants():
 
     for bad in (-1, True, 1.5, "2"):
         with pytest.raises(UsageError, match="near_misses="):
-            verify(lambda gm: gm, near_misses=bad, max_examples=1, repro_dir=None)
+            verify(lambda gm: gm, near_misses=bad, max_examples=1, device="cpu", repro_dir=None)
