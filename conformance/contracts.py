@@ -169,10 +169,13 @@ def _pointwise_ops() -> frozenset:
 
 
 @register_contract("pointwise-kernels-only", "no pointwise ATen op is left outside a kernel (a pointwise lowering "
-                   "put every one into a fused kernel launch)")
+                   "put every one into a fused kernel launch; an op on complex values, which no kernel "
+                   "language has a type for, stays an ATen call)")
 def _pointwise_kernels_only(ctx: ContractContext) -> list:
     """A pointwise op is one of the catalog's, or any ATen overload tagged ``pointwise``; writes are not
-    counted (an in-place op is not a lowering's to fuse), and nodes inside higher-order-op bodies are."""
+    counted (an in-place op is not a lowering's to fuse), nor ops reading or making a complex tensor
+    (Triton has no complex type: a lowering leaves them to ATen, as Inductor falls back on them), and
+    nodes inside higher-order-op bodies are."""
     catalog = _pointwise_ops()
     errors = []
     for gm in _graphs(ctx.after):
@@ -180,6 +183,12 @@ def _pointwise_kernels_only(ctx: ContractContext) -> list:
             target = node.target
             if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or is_mutating_target(node):
                 continue
-            if target in catalog or torch.Tag.pointwise in target.tags:
+            if (target in catalog or torch.Tag.pointwise in target.tags) and not _on_complex(node):
                 errors.append(f"pointwise op={target}, but should be inside a kernel [{node_label(gm, node)}]")
     return errors
+
+
+def _on_complex(node: fx.Node) -> bool:
+    """Whether ``node`` reads or makes a complex tensor (by ``meta['val']``)."""
+    vals = [n.meta.get("val") for n in (node, *node.all_input_nodes)]
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in vals)

@@ -309,6 +309,22 @@ def test_the_contract_flags_a_pointwise_op_left_outside_a_kernel():
     assert not check(lambda g: g, gm, x, ensure=["pointwise-kernels-only"]).ok
 
 
+def test_an_op_on_complex_values_stays_an_aten_call_and_the_rest_is_lowered():
+    """Triton has no complex type: ne(x, y) of complex x, y stays an ATen call (the lowering falls back,
+    as Inductor does, rather than refuse the graph: a drawn graph on an Intel Xeon held one), the
+    float chain beside it is a kernel, and the contract holds; on real values it still flags ne."""
+    gm = build(3, lambda g, c, x, y, z: [c(aten.ne.Tensor, x, y), c(aten.exp.default, c(aten.neg.default, z))])
+    x, y = torch.randn(4, dtype=torch.complex64), torch.randn(4, dtype=torch.complex64)
+    y[1] = x[1]
+    inputs = (x, y, torch.randn(4))
+    lowered = lower_pointwise(gm, inputs)
+    assert launches(lowered) == 1 and aten_targets(lowered) == [aten.ne.Tensor]
+    assert_lowering_ok(gm, inputs)
+    real = (torch.randn(4), torch.randn(4), torch.randn(4))
+    errors = _contract(gm, gm, real)
+    assert len(errors) == 3 and "aten.ne.Tensor" in errors[0]
+
+
 def test_a_planted_broadcasting_bug_is_caught(monkeypatch):
     from reference_lowering.pointwise import _index
 

@@ -433,8 +433,9 @@ def _two_clones(a):
 def _two_outputs_replaced_by_one_kept_node(violation) -> bool:
     """The two outputs an aliasing message names are, in the graph after, one kept node of the graph
     before or views of it, and in the graph before each reaches that node through views and no-ops the
-    pass removed (a clone, a round of an integer tensor), at least one through a removed no-op: the
-    removals made them share storage (``clone(a), clone(a)`` returned, or ``view(clone(a)), clone(a)``)."""
+    pass removed (a clone, a round of an integer tensor; a copy, by its source), at least one through a
+    removed no-op: the removals made them share storage (``clone(a), clone(a)`` returned, or
+    ``view(clone(a)), clone(a)``, or ``clone(copy(b, a)), copy(b, a)``)."""
     found = re.search(r"output\[(\d+)\] aliases output\[(\d+)\]", violation.message)
     if found is None:
         return False
@@ -456,11 +457,14 @@ def _two_outputs_replaced_by_one_kept_node(violation) -> bool:
         the pass removed), and whether a removed no-op was on the way."""
         removed = False
         for _ in range(64):
-            call = re.search(rf"^\s*{name} = torch\.ops\.(?:aten|prims)\.(\w+)\.\w+\((\w+)", code, re.M)
+            call = re.search(rf"^\s*{name} = torch\.ops\.(?:aten|prims)\.(\w+)\.\w+\((\w+)(?:, (\w+))?", code, re.M)
             if call is None:
                 break
             if through_removed and a_noop(name) and not defined(name, after_code):
-                removed, name = True, call.group(2)
+                kept = call.group(3) if call.group(1) in _NOOP_KEEPS_SECOND else call.group(2)
+                if kept is None:
+                    break
+                removed, name = True, kept
             elif call.group(1) in _VIEW_OPS:
                 name = call.group(2)
             else:
@@ -478,6 +482,9 @@ def _two_outputs_replaced_by_one_kept_node(violation) -> bool:
 _VIEW_OPS = frozenset({"view", "_unsafe_view", "reshape", "alias", "slice", "select", "transpose", "permute", "expand",
                        "squeeze", "unsqueeze", "t", "as_strided", "diagonal", "unfold", "split", "split_with_sizes"})
 
+
+# The no-ops remove_noop_ops replaces by their second operand (noop_registry's nop_arg=1): copy(dst, src) by src.
+_NOOP_KEEPS_SECOND = frozenset({"copy"})
 
 # The ops Inductor's remove_noop_ops may remove (torch 2.13's noop_registry, by packet name).
 _NOOP_OPS = frozenset({"alias", "cat", "ceil", "clone", "constant_pad_nd", "copy", "floor", "pow", "convert_element_type",
@@ -625,7 +632,9 @@ FINDINGS = {
         "output storages once, before its first removal made a an output, so the two outputs come to be "
         "one tensor (found by make test under issue 56's aliasing rule, seed 0; the same with a round of "
         "an integer tensor and a clone of a clone of it, seed 1990585767; a view of one clone returned beside the "
-        "other, view(clone(a)) and clone(a), which come to share a's storage: make test, seed 0)",
+        "other, view(clone(a)) and clone(a), which come to share a's storage: make test, seed 0; copy(round(a), a) "
+        "returned beside a clone of it, both made a, the copy replaced by its source: make test, seed 0, on an "
+        "Intel Xeon)",
         shape=_two_outputs_replaced_by_one_kept_node),
     "uniform-value-fold-drops-nan": Finding(
         ("joint_graph.constant_fold_uniform_value", "joint_graph.joint_graph_passes"), "values", "NaN",
@@ -1245,6 +1254,16 @@ def test_two_outputs_made_one_tensor_is_the_no_op_finding_only_where_no_ops_were
     # the same outputs where no no-op was removed (the view's operand replaced by another computed value) is not it
     computed = before.replace("clone = torch.ops.aten.clone.default(a)", "clone = torch.ops.aten.abs.default(a)")
     assert not finding.matches(Violation("aliasing", message, graph_before=computed, graph_after=after))
+    # copy(dst, src) is removed for its source (make test, seed 0, on an Intel Xeon): copy(round(x), a) and a
+    # clone of it returned, both made a; reached through the copy's destination, it is not this removal
+    before = ("def forward(self, x):\n    round_1 = torch.ops.aten.round.default(x)\n    a = torch.ops.aten.abs.default(x)\n"
+              "    copy = torch.ops.aten.copy.default(round_1, a)\n    clone = torch.ops.aten.clone.default(copy)\n"
+              "    return (clone, copy)")
+    after = ("def forward(self, x):\n    round_1 = torch.ops.aten.round.default(x)\n    a = torch.ops.aten.abs.default(x)\n"
+             "    return (a, a)")
+    assert finding.matches(Violation("aliasing", message, graph_before=before, graph_after=after))
+    to_destination = after.replace("return (a, a)", "return (round_1, round_1)")
+    assert not finding.matches(Violation("aliasing", message, graph_before=before, graph_after=to_destination))
 
 
 def test_a_finding_met_another_way_is_matched_only_with_its_graph():

@@ -28,6 +28,7 @@ from ._kernel import TensorInfo, generate, unsupported_reason
 from ._fast import bind_launches
 from ._runtime import side_table_indices
 from ._subgraph import grid_expr, grid_y, make_kernel, run_for_info
+from ._types import TL
 
 aten = torch.ops.aten
 
@@ -68,6 +69,10 @@ def lower_pointwise(gm: fx.GraphModule, example_inputs, *, dynamic: bool = False
 
 def _lowerable(node: fx.Node, info: dict, at_use: dict, dynamic: bool = False) -> bool:
     if unsupported_reason(node) is not None or not isinstance(info.get(node), TensorInfo):
+        return False
+    # A dtype no Triton type holds (complex) stays an ATen call: the lowering falls back, as Inductor
+    # does, rather than refuse the graph
+    if any(isinstance(info.get(a), TensorInfo) and info[a].dtype not in TL for a in (node, *node.all_input_nodes)):
         return False
     # A dynamic kernel takes each symbolic dim's size as an argument, but a dim of size 1 is static (a
     # broadcast). A dim whose size is a symbol that is 1 in the example (s // 2 at s = 2) would be
