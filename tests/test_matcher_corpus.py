@@ -149,3 +149,28 @@ def test_a_pass_whose_bug_needs_a_structure_around_its_edge_is_caught(name, seed
 def test_sub_of_a_value_and_itself_to_zeros_is_caught_at_seeds_0_to_5(seed):
     result = _verify(CORPUS["sub-self"].buggy, "sub-self", seed)
     assert [v.property for v in result.violations] == ["values"], (seed, result.fire_text)
+
+
+def test_the_no_op_removals_twins_leave_a_complex_product_by_one():
+    """x * 1 is not x for a complex x where a part is infinite (by 1 + 0j: NaN in the other part, as
+    torch's remove_no_ops finding has it): noop-then-written's twins leave it, and still remove a
+    real x * 1 and a complex x + 0 (the search found the correct twin wrong on a complex x)."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from conformance import check
+    from tests.passes.structures import remove_identity_arithmetic, remove_identity_arithmetic_though_written_later
+
+    aten = torch.ops.aten
+
+    def graph(x):
+        y = aten.neg.default(x)
+        return aten.neg.default(aten.mul.Tensor(y, 1)), aten.neg.default(aten.add.Tensor(y, 0))
+
+    for dtype, kept in ((torch.complex64, ["neg", "mul", "neg", "neg"]), (torch.float32, ["neg", "neg", "neg"])):
+        x = torch.tensor([complex(float("inf"), 1.0), 2.0], dtype=dtype) if dtype.is_complex else torch.randn(2)
+        for twin in (remove_identity_arithmetic, remove_identity_arithmetic_though_written_later):
+            verdict = check(twin, make_fx(graph)(x), (x,))
+            assert verdict.ok, (dtype, [v.message for v in verdict.violations])
+            left = [n.target.__name__.split(".")[0] for n in twin(make_fx(graph)(x)).graph.nodes if n.op == "call_function"]
+            assert left == kept, (dtype, left)
