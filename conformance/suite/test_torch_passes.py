@@ -1229,41 +1229,41 @@ def test_reinplace_into_a_broadcast_result_is_matched_in_addmms_words_too():
     assert FINDINGS["reinplace-writes-into-a-broadcast-result"].matches(verdict.violations[0])
 
 
+def _forward(*calls: str, returns: str) -> str:
+    """A graph's code as the graphs print it: ``"a = abs(x)"`` for ``a = torch.ops.aten.abs.default(x)``."""
+    lines = [re.sub(r"^(\w+) = (\w+)\(", r"\1 = torch.ops.aten.\2.default(", c) for c in calls]
+    return "def forward(self, x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return ({returns})"
+
+
 def test_two_outputs_made_one_tensor_is_the_no_op_finding_only_where_no_ops_were_removed():
     """remove_noop_ops's finding: the two outputs made one are a kept node and no-ops removed in its
     place; a merge of two computed outputs (a CSE's bug, not this one) is not matched."""
     from conformance._result import Violation
 
-    before = ("def forward(self, x):\n    a = torch.ops.aten.abs.default(x)\n    clone = torch.ops.aten.clone.default(a)\n"
-              "    clone_1 = torch.ops.aten.clone.default(a)\n    return (clone, clone_1)")
-    after = "def forward(self, x):\n    a = torch.ops.aten.abs.default(x)\n    return (a, a)"
     message = "output[0] aliases output[1], but should not (the original's output[0] aliases nothing)"
     finding = FINDINGS["remove-noop-ops-makes-two-outputs-one-tensor"]
-    assert finding.matches(Violation("aliasing", message, graph_before=before, graph_after=after))
-    merged = ("def forward(self, x):\n    a = torch.ops.aten.abs.default(x)\n    b = torch.ops.aten.abs.default(x)\n"
-              "    return (a, b)")
-    assert not finding.matches(Violation("aliasing", message, graph_before=merged, graph_after=after))
+
+    def matches(before, after) -> bool:
+        return finding.matches(Violation("aliasing", message, graph_before=before, graph_after=after))
+
+    after = _forward("a = abs(x)", returns="a, a")
+    assert matches(_forward("a = abs(x)", "clone = clone(a)", "clone_1 = clone(a)", returns="clone, clone_1"), after)
+    assert not matches(_forward("a = abs(x)", "b = abs(x)", returns="a, b"), after)
     # a view of one clone and the other clone (make test, seed 0, after issue 56's complex operands moved
     # the draws): the view comes to read the kept node the other output is
-    before = ("def forward(self, x):\n    a = torch.ops.aten.floor.default(x)\n    clone = torch.ops.aten.clone.default(a)\n"
-              "    view = torch.ops.aten.view.default(clone, [-1])\n    clone_1 = torch.ops.aten.clone.default(a)\n"
-              "    return (view, clone_1)")
-    after = ("def forward(self, x):\n    a = torch.ops.aten.floor.default(x)\n    view = torch.ops.aten.view.default(a, [-1])\n"
-             "    return (view, a)")
-    assert finding.matches(Violation("aliasing", message, graph_before=before, graph_after=after))
+    before = _forward("a = floor(x)", "clone = clone(a)", "view = view(clone, [-1])", "clone_1 = clone(a)",
+                      returns="view, clone_1")
+    after = _forward("a = floor(x)", "view = view(a, [-1])", returns="view, a")
+    assert matches(before, after)
     # the same outputs where no no-op was removed (the view's operand replaced by another computed value) is not it
-    computed = before.replace("clone = torch.ops.aten.clone.default(a)", "clone = torch.ops.aten.abs.default(a)")
-    assert not finding.matches(Violation("aliasing", message, graph_before=computed, graph_after=after))
+    assert not matches(before.replace("clone = torch.ops.aten.clone.default(a)", "clone = torch.ops.aten.abs.default(a)"),
+                       after)
     # copy(dst, src) is removed for its source (make test, seed 0, on an Intel Xeon): copy(round(x), a) and a
     # clone of it returned, both made a; reached through the copy's destination, it is not this removal
-    before = ("def forward(self, x):\n    round_1 = torch.ops.aten.round.default(x)\n    a = torch.ops.aten.abs.default(x)\n"
-              "    copy = torch.ops.aten.copy.default(round_1, a)\n    clone = torch.ops.aten.clone.default(copy)\n"
-              "    return (clone, copy)")
-    after = ("def forward(self, x):\n    round_1 = torch.ops.aten.round.default(x)\n    a = torch.ops.aten.abs.default(x)\n"
-             "    return (a, a)")
-    assert finding.matches(Violation("aliasing", message, graph_before=before, graph_after=after))
-    to_destination = after.replace("return (a, a)", "return (round_1, round_1)")
-    assert not finding.matches(Violation("aliasing", message, graph_before=before, graph_after=to_destination))
+    before = _forward("round_1 = round(x)", "a = abs(x)", "copy = copy(round_1, a)", "clone = clone(copy)",
+                      returns="clone, copy")
+    assert matches(before, _forward("round_1 = round(x)", "a = abs(x)", returns="a, a"))
+    assert not matches(before, _forward("round_1 = round(x)", "a = abs(x)", returns="round_1, round_1"))
 
 
 def test_a_finding_met_another_way_is_matched_only_with_its_graph():
