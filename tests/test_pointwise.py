@@ -309,6 +309,16 @@ def test_the_contract_flags_a_pointwise_op_left_outside_a_kernel():
     assert not check(lambda g: g, gm, x, ensure=["pointwise-kernels-only"]).ok
 
 
+@pytest.mark.parametrize("alpha", [-1, 0, 2])
+def test_a_bool_add_casts_its_alpha_to_bool_as_eager_does(alpha):
+    """add(a, b, alpha) of bool tensors: eager casts alpha to bool first (-1 and 2 make a | b, 0 makes
+    a); computing a + alpha * b in int8 gave False for True + -1 * True (near misses found it, moving
+    a drawn alpha to -1)."""
+    gm = build(2, lambda g, c, x, y: [g.call_function(aten.add.Tensor, (x, y), {"alpha": alpha})])
+    inputs = (torch.tensor([True, False, True, False]), torch.tensor([True, True, False, False]))
+    assert_lowering_ok(gm, inputs)
+
+
 def test_an_op_on_complex_values_stays_an_aten_call_and_the_rest_is_lowered():
     """Triton has no complex type: ne(x, y) of complex x, y stays an ATen call (the lowering falls back,
     as Inductor does, rather than refuse the graph: a drawn graph on an Intel Xeon held one), the

@@ -60,6 +60,10 @@ def _plus_scaled(o, a, b, sign, names):
     ``vec::fmadd`` (so 1.7e38 - 2 * 1.7e38 is -1.7e38, not -inf). ``names``: the operands' schema names."""
     alpha = o.arg("alpha", 1)
     op = "+" if sign > 0 else "-"
+    if o.dtype == torch.bool:  # eager casts alpha to bool first: add(a, b, alpha=-1) is a | b, alpha=0 is a
+        alpha = int(bool(alpha))
+        if alpha == 0:
+            return f"{a}"
     if alpha == 1:
         return f"{a} {op} {b}"
     if not o.is_float:
