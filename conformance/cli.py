@@ -308,10 +308,10 @@ def _add_verify(sub) -> None:
     v.add_argument("--dce-pass", action="store_true",
                    help="removing dead code is the pass's job: a graph it only cleaned up counts as one it acted on "
                         "(by default a run whose every change was dead-code removal is vacuous: exit 4)")
-    v.add_argument("--near-misses", type=int, default=0, metavar="K",
+    v.add_argument("--near-misses", type=int, default=2, metavar="K",
                    help="after each graph the pass rewrote, check up to K variants with one argument of a node the "
                         "rewrite removed moved (a dim to another, an integer by one, 1 to 1.0, an alpha given): "
-                        "where a matcher's forgotten check lives (aten graphs; default 0)")
+                        "where a matcher's forgotten check lives (aten graphs; default 2, 0 turns them off)")
     v.add_argument("-n", "--workers", type=_positive_int, default=1, help="parallel search processes")
     v.add_argument("-v", "--verbose", action="store_true",
                    help="list each kind of warning torch raised while the run drew and ran graphs (they are "

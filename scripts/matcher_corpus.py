@@ -39,7 +39,7 @@ def _corpus(which: str) -> dict:
     return CORPUS
 
 
-def run(name: str, seed: int, examples: int, which: str = "matchers", near_misses: int = 0) -> dict:
+def run(name: str, seed: int, examples: int, which: str = "matchers", near_misses: int = 2) -> dict:
     """Both twins of ``name`` at ``seed``: the correct twin's counts and verdict, the buggy twin's catch
     (``near_misses``: verify()'s, the variants of each rewritten graph checked)."""
     _setup()
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", default=None)
     parser.add_argument("--corpus", choices=("matchers", "structures"), default="matchers")
-    parser.add_argument("--near-misses", type=int, default=0, help="verify()'s near_misses for both twins")
+    parser.add_argument("--near-misses", type=int, default=2, help="verify()'s near_misses for both twins (its default, 2)")
     args = parser.parse_args(argv)
     _setup()
     names = [n for n in _corpus(args.corpus) if args.only is None or args.only in n]

@@ -94,7 +94,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
            repro_dir: str | None = "reports/repro", workers: int = 1, signed_zeros: bool = False,
            specials: str = "strict", shrink: bool = True, focus="auto", seed_graphs=None, sizes: str = "small",
            ir: str = "aten", requires_grad: bool = False, dynamic: bool = False, ops=None, hops=None, known=None,
-           db: str | None = None, db_readonly: bool = False, dce_pass: bool = False, near_misses: int = 0,
+           db: str | None = None, db_readonly: bool = False, dce_pass: bool = False, near_misses: int = 2,
            reporter=None,
            _start_method: str | None = None) -> VerifyResult:
     """Verify ``pass_`` on generated graphs; ``VerifyResult`` (``ok``, ``examples``, ``violations``).
@@ -169,7 +169,7 @@ def verify(pass_, *, max_examples: int = 200, seed: int | None = None, graphs: s
         near_misses: after each graph the pass rewrote, check up to this many variants of it with one
             scalar argument of a node the rewrite removed moved (a dim to another, an integer by one, 1 to
             1.0, an alpha given): where a matcher's forgotten check lives (``near_miss.py``). Aten
-            graphs of concrete sizes; 0 (the default) checks none.
+            graphs of concrete sizes; 2 by default, 0 checks none.
 
     The result says how many graphs the pass changed (``changed``) and how many of those it only
     cleaned up (``changed_dead_code_only``; ``rewrites`` the others); ``vacuous`` is True when it

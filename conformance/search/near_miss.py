@@ -4,7 +4,7 @@ rewrite removed moved.
 A matcher's bug lives beside what it matches: the dim it forgets to compare (``select(unsqueeze(x, d),
 d', 0)`` with ``d' != d``), the alpha it drops (``add(mm, b, alpha=2)``), the ``1.0`` it takes for ``1``.
 Drawn graphs reach those by chance; a graph the pass *did* rewrite shows where its matcher looks. So,
-with ``verify(near_misses=K)``, each graph the pass rewrote (not dead code alone) is followed by up to
+with ``verify(near_misses=K)`` (2 by default), each graph the pass rewrote (not dead code alone) is followed by up to
 ``K`` variants of it, checked as the graph was: in a call node the rewrite removed, one scalar argument
 moved (an integer one up or down; a ``dim`` to another dim of its operand; an integral number to its
 other type where the schema takes a number), or ``alpha=2`` given to a call that takes an alpha and
