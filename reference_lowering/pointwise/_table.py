@@ -63,7 +63,7 @@ def _plus_scaled(o, a, b, sign, names):
     if o.dtype == torch.bool:  # eager casts alpha to bool first: add(a, b, alpha=-1) is a | b, alpha=0 is a
         alpha = int(bool(alpha))
         if alpha == 0:
-            return f"{a}"
+            return a
     if alpha == 1:
         return f"{a} {op} {b}"
     if not o.is_float:
