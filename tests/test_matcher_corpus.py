@@ -79,8 +79,6 @@ SHORT = {
     ("softmax-decomposition", 2): "the buggy twin not caught in 200 (29 rewritten): of its 68 softmaxes, 6 read a "
                                   "row of finite values that overflows exp, all float64 and masked downstream",
     # tests/passes/structures.py
-    ("cse-scalar-type", 1): "the buggy twin not caught in 200 (25 rewritten): no add(x, 1) beside add(x, 1.0) on "
-                            "an integer x whose two results reach different outputs",
     ("noop-then-written", 1): "the buggy twin not caught in 200 (31 rewritten)",
 }
 

@@ -87,7 +87,9 @@ class GraphBuilder:
     _views: FakeViews | None = None
     focus_results: list = field(default_factory=list)  # Values of focus ops: outputs more often
     custom_writes: list = field(default_factory=list)  # Values a user's op wrote (call_custom)
-    read_past_writes: list = field(default_factory=list)  # Values computed before a write to what they read
+    # Values returned three times in four: computed before a write to what they read, the second of an
+    # integral pair (draw.py's _around, _integral_pair)
+    often_returned: list = field(default_factory=list)
     _rng: torch.Tensor | None = None  # the generator state a run reaches here (random ops drawn so far)
     _pending_rng: torch.Tensor | None = None  # the state after the random op being added, until it is
 

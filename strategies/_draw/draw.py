@@ -34,7 +34,7 @@ from .._errors import InvalidArgument
 from .._tensors import check_dtype, tensor_with_layout
 from .._tensors import shapes as _shapes
 from .call import call_args
-from .operands import DrawContext, complex_input
+from .operands import DrawContext, complex_input, new_leaf
 from .case import GraphCase, _rebuild
 from .chains import CHAINS, Chain
 from .edges import INVERSES, diamond, edge_at, first_tensor_argument, relate, tensor_arguments
@@ -270,14 +270,26 @@ def _graph_cases(draw, cfg: _Config) -> GraphCase:
         # the shrinker can delete or simplify steps one at a time); a rejected step is retried.
         # The larger of two draws: Hypothesis favours the lower bound, and one-node graphs find little.
         target = max(draw(integers(cfg.min_nodes, cfg.max_nodes)), draw(integers(cfg.min_nodes, cfg.max_nodes)))
+        # half a duplicates focus's functional graphs end with an integral pair (_integral_pair): three
+        # nodes of the target are kept for it. Not in small graphs (discovery's duplicates probes, of at
+        # most five nodes, where the pair took the room of the exact repeats a correct CSE merges: it
+        # no longer saw functorch's CSE act on one)
+        pair = ctx.duplicates and not ctx.mutations and cfg.max_nodes >= _PAIR_MIN_NODES \
+            and C.POINTWISE in cfg.by_category and flag(draw)
         outer, _CURRENT.step = getattr(_CURRENT, "step", None), (ctx, cfg)
         try:
             for _ in range(2 * target):
-                if builder.n_calls >= target:
+                if builder.n_calls >= target - 3 * pair:
                     break
                 draw(_STEP)
         finally:
             _CURRENT.step = outer
+        for _ in range(4 * pair):  # (a drawn row may take no integer operand or number: drawn again)
+            try:
+                _integral_pair(draw, ctx, cfg)
+                break
+            except StepRejected:
+                pass
         if builder.n_calls < cfg.min_nodes:
             reject()
         draw(_outputs(builder))
@@ -418,6 +430,47 @@ def _op_step(draw, ctx: DrawContext, cfg: _Config, kind: str, across: bool = Fal
         b.call(spec, spec.overload, *other, keep=_keeper(draw))
     if kind == C.INPLACE and not spec.mutates_metadata and b.n_calls < cfg.max_nodes and (across or draw(integers(0, 2)) != 0):
         _read_after_write(draw, b, value)  # two writes in three
+
+
+_PAIR_MIN_NODES = 8  # the graphs (max_nodes) an integral pair ends: graphs() draws up to 12 nodes by default
+
+
+def _integral_pair(draw, ctx: DrawContext, cfg: _Config) -> None:
+    """(Half a duplicates focus's functional graphs end with one, after their steps, which re-emit
+    calls as before.) A pointwise call on an integer (or bool) operand holding an integral scalar, and
+    its twin with the scalar as the other type (``x % 3`` and ``x % 3.0`` of an int ``x``: an int and
+    a float tensor, which a CSE keyed on ``3 == 3.0`` merges), then the first again where the budget
+    allows (which a correct CSE merges with the first); the second and third are returned three times
+    in four. Re-emitting the graph's own calls made such a pair, its second call read, in 1 of 80
+    focused graphs (few calls of a drawn graph are on integers with a scalar); these make it in 7.
+    The row is one of the graph's pointwise rows that take an integer operand and a number;
+    StepRejected where there is none, or no room, or a tensor was drawn where the number goes."""
+    b = ctx.builder
+    rows = [r for r in cfg.by_category[C.POINTWISE].items if not isinstance(r, Chain) and r.dtypes & C.INTEGRAL
+            and r.args[0] != C.MASK and any(k in (C.SCALAR, C.TENSOR_OR_SCALAR) for k in r.args[1:])]
+    if not rows or b.n_calls + 2 > ctx.max_nodes:
+        raise StepRejected("no room for a pair of calls")
+    spec = choose(draw, rows)
+    ints = sorted(spec.dtypes & C.INTEGRAL, key=str)
+    held = [v for v in b.values if v.tensor.dtype in ints]
+    first = choose(draw, held) if held and flag(draw) else None
+    if first is None:
+        first = new_leaf(draw, ctx, dtypes_ok={choose(draw, ints)}, domain=spec.domain_of(0), like=None,
+                         into=False, target=False)
+    saved = ctx.prefer, ctx.chained
+    ctx.prefer, ctx.chained = first, True
+    try:
+        args, kwargs = call_args(draw, ctx, spec)
+    finally:
+        ctx.prefer, ctx.chained = saved
+    twin = _integral_twins(draw, ctx, spec, args, kwargs, always=True)
+    if twin is None:
+        raise StepRejected(f"{spec.name} drawn without a number on an integer operand")
+    (args, kwargs), other = twin
+    b.call(spec, spec.overload, args, kwargs, keep=_keeper(draw))
+    b.often_returned.append(b.call(spec, spec.overload, *other, keep=_keeper(draw)))
+    if b.n_calls < ctx.max_nodes:  # and the first again, exactly: what a correct CSE merges
+        b.often_returned.append(b.call(spec, spec.overload, args, dict(kwargs), keep=_keeper(draw)))
 
 
 def _autocast_region(draw, ctx: DrawContext, cfg: _Config) -> None:
@@ -567,7 +620,7 @@ def _around(draw, ctx: DrawContext, cfg: _Config, value: Value | None) -> None:
         if b.n_calls < ctx.max_nodes and flag(draw):
             b.call(None, torch.ops.aten.clone.default, (value,), {})
         else:
-            b.read_past_writes.append(value)
+            b.often_returned.append(value)
 
 
 def _twin(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict) -> bool:
@@ -587,11 +640,11 @@ def _on_integers(args) -> bool:
     return first is not None and not first.tensor.is_floating_point()
 
 
-def _integral_twins(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict):
-    """For a quarter of the calls on an integer (or bool) operand that hold a scalar, where the budget allows
-    two calls: ``((args, kwargs), (args, kwargs))`` of the call with that scalar truncated to an
-    integer as an int and as a float, in a drawn order (``x % 3`` and ``x % 3.0``: an int and a
-    float tensor); else None."""
+def _integral_twins(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict, always: bool = False):
+    """For a quarter of the calls on an integer (or bool) operand that hold a scalar (``always``: every
+    one), where the budget allows two calls: ``((args, kwargs), (args, kwargs))`` of the call with
+    that scalar truncated to an integer as an int and as a float, in a drawn order (``x % 3`` and
+    ``x % 3.0``: an int and a float tensor); else None."""
     if not _on_integers(args) or ctx.builder.n_calls + 2 > ctx.max_nodes:
         return None
     schema = spec.overload._schema.arguments
@@ -599,7 +652,7 @@ def _integral_twins(draw, ctx: DrawContext, spec, args: tuple, kwargs: dict):
              and _takes_a_number(schema[i])]
     # (a quarter, not half: each pair is two calls no correct CSE merges, and at half they took the
     # budget of the plain graphs discovery weighs a CSE on, where it merged in 20 of 300, 37 without)
-    if not slots or draw(integers(0, 3)) != 0:
+    if not slots or (not always and draw(integers(0, 3)) != 0):
         return None
     i = choose(draw, slots)
     whole = int(args[i]) or 1  # (never 0: a divisor's domain)
@@ -810,8 +863,10 @@ def _outputs(draw, b: GraphBuilder) -> None:
         if v is not None and v.node in live and v.pure and v.node.users and draw(integers(0, 3)) == 3:
             outs.append(v)
     # A value computed before a write to what it read is returned three times in four (``_around``):
-    # a pass that takes it for the written value (x + 0 -> x) is seen only where it is read after.
-    for v in b.read_past_writes:
+    # a pass that takes it for the written value (x + 0 -> x) is seen only where it is read after; so
+    # are an integral pair's second and third calls (``_integral_pair``): a merge changes the second's
+    # dtype, and the third is what a correct CSE merges.
+    for v in b.often_returned:
         if v.node in live and draw(integers(0, 3)) != 0:
             outs.append(v)
     # A buffer a user's op wrote that nothing reads after it is returned half the time (as a model

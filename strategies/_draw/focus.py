@@ -39,7 +39,8 @@ class Focus:
     (a CSE, which names no op): a focused graph's step re-emits an earlier pure call one time in three,
     where it is a call on an integer operand with an integral scalar three times in four with the
     scalar of the other type (``add(x, 1)`` beside ``add(x, 1.0)``), and in mutating graphs a third of
-    them after a write in place to what it read."""
+    them after a write in place to what it read; half its functional graphs end with such a pair on an
+    integer operand (and the first call again), the pair's second result mostly returned."""
 
     ops: tuple = ()
     scalars: tuple = ()
