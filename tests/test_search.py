@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import operator
 import os
@@ -795,3 +796,38 @@ def test_discovery_with_and_without_mutations_shares_the_probe_graphs_of_the_row
     plain, mutating = (dict(triggers.probe_cases(m)) for m in (False, True))
     assert {r.category for r in mutating.keys() - plain.keys()} == {"inplace"}
     assert all(mutating[row] is cases for row, cases in plain.items())  # drawn once, for both
+
+
+def test_probe_graphs_are_stored_once_drawn_and_loaded_as_drawn(tmp_path, monkeypatch):
+    """The probe graphs do not depend on the pass: a process stores what it drew (issue 57: a cold
+    discovery drew them all again, 4 s on the 2-core Intel Xeon, loading takes 0.3), and the next
+    loads the same graphs and inputs without drawing; a file it cannot read is drawn again, and
+    another generator (or machine) has a file of its own."""
+    from conformance.search import trigger_cache
+
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    monkeypatch.setattr(triggers, "_DRAWN", {})
+    monkeypatch.setattr(triggers, "_probe_store", functools.lru_cache(maxsize=1)(trigger_cache.read_probe_graphs))
+
+    def drawn():
+        return triggers._draw_cases(graphs(max_nodes=3), 3, 0)
+
+    def seen(cases):
+        return [(c.gm.code, c.features, c.device, [(t.dtype, t.shape, t.stride(), t.tolist()) for t in c.example_inputs],
+                 [t.tolist() for t in c.fresh_inputs()]) for c in cases]
+
+    first = triggers._stored(("test", 0), drawn)
+    triggers._store_drawn()
+    assert trigger_cache.probe_graphs_path().is_file() and not triggers._DRAWN
+
+    def refused():
+        raise AssertionError("drawn again")
+    triggers._probe_store.cache_clear()  # as a new process: read from the file
+    again = triggers._stored(("test", 0), refused)
+    assert seen(again) == seen(first)
+    trigger_cache.probe_graphs_path().write_bytes(b"not a pickle")
+    triggers._probe_store.cache_clear()
+    assert seen(triggers._stored(("test", 0), drawn)) == seen(first)
+    path = trigger_cache.probe_graphs_path()
+    monkeypatch.setattr(trigger_cache, "_machine", lambda: "another CPU|avx2")
+    assert trigger_cache.probe_graphs_path() != path

@@ -35,6 +35,7 @@ import functools
 import hashlib
 import inspect
 import operator
+import pickle
 import sys
 import time
 
@@ -49,6 +50,7 @@ from strategies._catalog import vocabulary as C
 from strategies._catalog.custom import custom_rows, defining_function, rule_of
 from strategies._catalog.ops import DEQUANTIZE, QUANTIZE
 from strategies._draw.edges import tensor_arguments
+from strategies._draw.case import GraphCase
 from strategies._draw.support import cpu_support
 
 from .._errors import HarnessError
@@ -57,7 +59,8 @@ from ..changes import what_changed
 from ..deadlines import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
 from .static_triggers import op_name, packet_name, static_triggers
-from .trigger_cache import _cache_key, _discovering, read_entry, write_entry
+from ._wire import dumps_case, loads_case
+from .trigger_cache import _cache_key, _discovering, read_entry, read_probe_graphs, write_entry, write_probe_graphs
 
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
@@ -169,21 +172,73 @@ def _draw_cases(strategy, n: int, seed_value: int, until=None) -> list:
 
 @functools.lru_cache(maxsize=2)
 def plain_cases(mutations: bool) -> tuple:
-    """Plain graphs (as ``verify()`` draws them) to weigh a focus against (drawn once per process)."""
-    return tuple(_draw_cases(graphs(mutations=mutations, random=True), _PAYOFF_EXAMPLES, 1))
+    """Plain graphs (as ``verify()`` draws them) to weigh a focus against (drawn once per process, and
+    stored with the probe graphs)."""
+    cases = _stored(("plain", mutations), lambda: _draw_cases(graphs(mutations=mutations, random=True),
+                                                              _PAYOFF_EXAMPLES, 1))
+    _store_drawn()
+    return cases
 
 
 def probe_cases(mutations: bool) -> tuple:
     """Per catalog row, a few one-op graphs (each row's drawn once per process: discovery with and
-    without mutations shares the rows both probe)."""
+    without mutations shares the rows both probe; and once per generator and machine: they are
+    stored, ``trigger_cache.read_probe_graphs``)."""
     cpu = cpu_support()  # discovery runs on the CPU: rows without a CPU kernel (CUDA's attention) are not probed
-    return tuple((row, _row_probes(row, i)) for i, row in enumerate(OPS)
-                 if (mutations or row.category != "inplace") and cpu.runs_row(row))
+    cases = tuple((row, _row_probes(row, i)) for i, row in enumerate(OPS)
+                  if (mutations or row.category != "inplace") and cpu.runs_row(row))
+    _store_drawn()
+    return cases
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_store() -> dict:
+    """The stored probe graphs, read once per process."""
+    return read_probe_graphs()
+
+
+_DRAWN: dict = {}  # probe graphs this process drew that were not stored, by key, until _store_drawn
+
+
+def _stored(key, drawer) -> tuple:
+    """The cases stored under ``key``, or ``drawer()``'s (kept for ``_store_drawn`` where each can be
+    written: a case the wire format cannot carry is drawn again by every process)."""
+    blobs = _probe_store().get(key)
+    if blobs is not None:
+        try:
+            return tuple(_case_of(blob) for blob in blobs)
+        except Exception:  # noqa: BLE001 - an entry this code cannot read: draw it again
+            pass
+    cases = tuple(drawer())
+    try:
+        _DRAWN[key] = [pickle.dumps((dumps_case(c.gm, c.example_inputs), c.features, c.recipes, c.device))
+                       for c in cases]
+    except Exception:  # noqa: BLE001 - HarnessError (an unportable graph) or a pickling error
+        pass
+    return cases
+
+
+def _case_of(blob: bytes) -> GraphCase:
+    data, features, recipes, device = pickle.loads(blob)
+    gm, inputs, _ = loads_case(data)
+    return GraphCase(gm, inputs, features, recipes, device=device)
+
+
+def _store_drawn() -> None:
+    if _DRAWN:
+        write_probe_graphs(dict(_DRAWN))
+        _probe_store().update(_DRAWN)
+        _DRAWN.clear()
 
 
 @functools.lru_cache(maxsize=None)
 def _row_probes(row, i: int) -> tuple:
-    """``_PROBES_PER_OP`` graphs of ``row`` (the ``i``-th catalog row) alone, at seed ``i``."""
+    """``_PROBES_PER_OP`` graphs of ``row`` (the ``i``-th catalog row) alone, at seed ``i`` (stored
+    once drawn, ``_stored``)."""
+    return _stored(("row", row.name, i), lambda: _draw_row_probes(row, i))
+
+
+def _draw_row_probes(row, i: int) -> tuple:
     # One op (and a getitem per result of a multi-result op, one for a list of tensors); ops drawn
     # whole (matmul, attention) get room for their operands; dequantize gets the quantize that
     # makes its int8 input (no leaf is int8). Both were never drawn while the list's getitem and
