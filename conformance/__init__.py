@@ -19,7 +19,7 @@ from .profiles import PROFILES, register_profiles
 # The rest imports torch (and the search, Inductor's pattern matcher: 3-5 s) on first use, so that
 # the pytest plugin, which every pytest run in an environment holding fx-conformance loads, imports
 # no torch unless a run asks for fx-conformance.
-_LAZY = {"SIGNATURES": "adapters", "PassUnderTest": "adapters", "fake_mode_of": "adapters", "load_pass": "adapters",
+_LAZY = {"SIGNATURES": "_signatures", "PassUnderTest": "adapters", "fake_mode_of": "adapters", "load_pass": "adapters",
          "CONTRACTS": "contracts", "register_contract": "contracts", "TOLERANCES": "oracle", "check": "checker",
          "verify": "search", "op_rule": "custom_ops", "custom_health": "custom_ops"}
 

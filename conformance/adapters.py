@@ -51,18 +51,9 @@ from torch.fx.passes.infra.pass_manager import PassManager
 from torch.fx.passes.pass_manager import PassManager as LegacyPassManager
 
 from ._errors import UsageError
+from ._signatures import SIGNATURES  # (its own module: the CLI's --help reads it without importing torch)
 from .copies import snapshot
 
-SIGNATURES = {
-    "gm": "fn(gm) -> GraphModule | None | PassResult (also PassBase and PassManager instances)",
-    "gm-inputs": "fn(gm, sample_inputs) -> GraphModule (Torch-TensorRT's documented lowering pass)",
-    "gm-varargs": "fn(gm, *sample_inputs) -> GraphModule (torch.fx.passes.reinplace style)",
-    "gm-settings": "fn(gm, settings) -> GraphModule (Torch-TensorRT's current form; needs a settings factory)",
-    "graph": "fn(graph: torch.fx.Graph) -> None | Graph (Inductor custom graph pass)",
-    "pattern-table": "an Inductor PatternMatcherPass: table.apply(graph) -> number of replacements",
-    "gm-signature": "fn(gm, graph_signature) (torch.export passes; the signature of --ir export graphs)",
-    "transformer": "an fx.Transformer subclass: Cls(gm).transform() -> GraphModule (NormalizeArgs style)",
-}
 _CONTEXT_PARAMS = ("gm", "fake_mode")  # what a --context factory may ask for, by name
 
 # Parameter names that identify the second argument of a two-argument pass.

@@ -213,7 +213,7 @@ def _positive_float(text: str) -> float:
 
 def _add_verify(sub) -> None:
     from ._result import PROPERTIES, SPECIALS
-    from .adapters import SIGNATURES
+    from ._signatures import SIGNATURES
 
     v = sub.add_parser("verify", help="verify a graph pass on generated graphs",
                        description="Verify an FX graph pass on generated ATen graphs. Exit 0: no counterexample; "
