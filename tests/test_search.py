@@ -831,3 +831,40 @@ def test_probe_graphs_are_stored_once_drawn_and_loaded_as_drawn(tmp_path, monkey
     path = trigger_cache.probe_graphs_path()
     monkeypatch.setattr(trigger_cache, "_machine", lambda: "another CPU|avx2")
     assert trigger_cache.probe_graphs_path() != path
+
+
+def test_stored_draws_serve_a_prefix_and_draw_on_from_the_start(tmp_path, monkeypatch):
+    """An edge probe's graphs (a fusion's, drawn post-grad) do not depend on the pass either; the draw
+    stops at the first graph the pass acts on, so what is stored is a prefix (5.8 of a fusion's 5.9 s
+    of edge probes were drawing them; a second pass over the same ops: 0.4 s, 2-core Intel Xeon). A
+    later draw tries the stored graphs first, then draws again from the start where it asks for more,
+    trying only the graphs it had not seen; one that ran to its end is served whole."""
+    from conformance.search import trigger_cache
+
+    monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
+    monkeypatch.setattr(triggers, "_DRAWN", {})
+    monkeypatch.setattr(triggers, "_probe_store", functools.lru_cache(maxsize=1)(trigger_cache.read_probe_graphs))
+    strategy, key = graphs(max_nodes=3), ("test-prefix",)
+    whole = [c.gm.code for c in triggers._draw_cases(strategy, 5, 0)]
+    draws = []
+    real = triggers._draw_cases
+
+    def counting(*args, **kwargs):
+        draws.append(args[1])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(triggers, "_draw_cases", counting)
+
+    def trying(stop_at):
+        seen = []
+
+        def until(case):
+            seen.append(case.gm.code)
+            return len(seen) == stop_at
+        triggers._draw_stored(key, strategy, 5, until)
+        return seen
+    assert trying(2) == whole[:2] and draws == [5]
+    triggers._probe_store.cache_clear()  # a new process
+    assert trying(None) == whole and draws == [5, 5]  # the two stored, then three more of a new draw
+    triggers._probe_store.cache_clear()
+    assert trying(None) == whole and draws == [5, 5]  # stored whole: no draw
+    assert trying(1) == whole[:1] and draws == [5, 5]
