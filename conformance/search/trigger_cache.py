@@ -189,6 +189,9 @@ def read_probe_graphs() -> dict:
     return data if isinstance(data, dict) else {}
 
 
+_PROBE_GRAPHS_BYTES = 32 << 20  # the file's size past which the graphs of other passes' probes are dropped
+
+
 def write_probe_graphs(data: dict) -> None:
     """Store ``data`` (merged with what another process stored meanwhile), whole; nothing where the
     cache cannot be written."""
@@ -196,8 +199,12 @@ def write_probe_graphs(data: dict) -> None:
         path = probe_graphs_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         merged = {**read_probe_graphs(), **data}
+        blob = pickle.dumps(merged, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(blob) > _PROBE_GRAPHS_BYTES:  # the graphs of many passes' probes: keep the catalog's and these
+            blob = pickle.dumps({k: v for k, v in merged.items() if k[0] in ("row", "plain") or k in data},
+                                protocol=pickle.HIGHEST_PROTOCOL)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(merged, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(blob)
         os.replace(tmp, path)
     except OSError:
         pass

@@ -200,9 +200,12 @@ def _probe_store() -> dict:
 _DRAWN: dict = {}  # probe graphs this process drew that were not stored, by key, until _store_drawn
 
 
-def _stored(key, drawer) -> tuple:
+def _stored(key, drawer, refresh: bool = False) -> tuple:
     """The cases stored under ``key``, or ``drawer()``'s (kept for ``_store_drawn`` where each can be
-    written: a case the wire format cannot carry is drawn again by every process)."""
+    written: a case the wire format cannot carry is drawn again by every process); ``refresh``: the
+    file read again where this process holds none under ``key``."""
+    if refresh and key not in _probe_store():
+        _probe_store().update(read_probe_graphs())
     cases = _cases_of(_probe_store().get(key))
     if cases is not None:
         return cases
@@ -211,12 +214,13 @@ def _stored(key, drawer) -> tuple:
     return cases
 
 
-def _draw_stored(key, strategy, n: int, until) -> None:
-    """``_draw_cases(strategy, n, 0, until=until)`` over stored cases where a process stored them: the
+def _draw_stored(key, strategy, n: int, until, seed_value: int = 0) -> None:
+    """``_draw_cases(strategy, n, seed_value, until=until)`` over stored cases where a process stored them: the
     cases it drew first (a prefix of the draw: ``until`` may have ended it), then, where ``until``
     asks for more than were stored, the draw again from its start (its first cases are the stored
-    ones, tried already), and what it drew stored. Read again from the file first where this process
-    has none under ``key`` (a forked prober stored them)."""
+    ones, tried already), and what it drew kept for ``_store_drawn``. Read again from the file first
+    where this process has none under ``key`` (a forked prober stored them). ``key`` names what the
+    strategy depends on, ``n`` and the seed."""
     entry = _probe_store().get(key)
     if entry is None:
         _probe_store().update(read_probe_graphs())
@@ -237,9 +241,8 @@ def _draw_stored(key, strategy, n: int, until) -> None:
         drawn.append(case)
         stopped[0] = len(drawn) > tried and until(case)
         return stopped[0]
-    _draw_cases(strategy, n, 0, until=step)
+    _draw_cases(strategy, n, seed_value, until=step)
     _keep(key, drawn, complete=not stopped[0])
-    _store_drawn()
 
 
 def _keep(key, cases, complete=None) -> None:
@@ -261,6 +264,14 @@ def _cases_of(blobs) -> tuple | None:
         return tuple(_case_of(blob) for blob in blobs)
     except Exception:  # noqa: BLE001 - an entry this code cannot read: drawn again
         return None
+
+
+def _focus_key(focus: Focus) -> tuple:
+    """A ``Focus`` of discovery's (no seed programs) as a stored draw's key: its rows by name."""
+    def names(items):
+        return tuple(getattr(i, "name", i) for i in items)
+    return (names(focus.ops), tuple(focus.scalars), focus.share, tuple(focus.edges), names(focus.acting),
+            names(focus.hops), names(focus.pairs), focus.duplicates)
 
 
 def _case_of(blob: bytes) -> GraphCase:
@@ -429,6 +440,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         return runs[0] >= PROBE_BUDGET
 
     def done(cut: bool, payoff: tuple = ()) -> tuple:
+        _store_drawn()  # the graphs drawn for this pass's probes, for the next pass's (in a forked prober too)
         return found, edges, _names(alone), pairs, structures, cut, payoff
 
     def acts(case, judge=None) -> bool:
@@ -464,7 +476,8 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     if rows:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False, random=True)
-        for case in _draw_cases(strategy, _CHAIN_EXAMPLES, 0):
+        chain_key = ("chain", tuple(r.name for r in rows), mutations, _CHAIN_EXAMPLES)
+        for case in _stored(chain_key, lambda: _draw_cases(strategy, _CHAIN_EXAMPLES, 0), refresh=True):
             if out_of_runs():
                 return done(True)
             if acts(case):
@@ -498,8 +511,9 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     if focus is None:
         return done(out_of_runs())
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
-    focused = _draw_cases(graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
-                          _PAYOFF_EXAMPLES, 1)
+    focused = _stored(("payoff", mutations, _focus_key(focus), _PAYOFF_EXAMPLES), lambda: _draw_cases(
+        graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)), _PAYOFF_EXAMPLES, 1),
+        refresh=True)
     counts = []
     for sample in (plain_cases(mutations), focused):
         n = 0
@@ -533,7 +547,7 @@ def _duplicates_act(acts) -> bool:
         # mutating graphs, which are mostly written or returned (1 of 18 merged, measured)
         strategy = graphs(focus=Focus(duplicates=True, share=1.0), min_nodes=2, max_nodes=5, mutations=False,
                           special_values=False, constants=False)
-        _draw_cases(strategy, 4 * n, 0, until=tried)
+        _draw_stored(("duplicates", 4 * n), strategy, 4 * n, tried)
         return len(seen), any(seen)
     if not tried_on(_repeats_a_call, _DUPLICATE_EXAMPLES, lambda a, b: _repeated(b) < _repeated(a))[1]:
         return False
@@ -595,7 +609,7 @@ def _pair_acts(row, acts) -> bool:
             seen.append(acts(case))
             return seen[-1]
         strategy = graphs(ops=[row], focus=focus, min_nodes=1, max_nodes=3, special_values=False, constants=False)
-        _draw_cases(strategy.filter(holds), n, 0, until=tried)
+        _draw_stored(("pair", row.name, _focus_key(focus), holds.func.__name__, n), strategy.filter(holds), n, tried)
         return len(seen), any(seen)
     if not acted(Focus(ops=[row], pairs=[row.name], share=1.0), functools.partial(_holds_pair, row),
                  _PAIR_EXAMPLES)[1]:
@@ -742,7 +756,8 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
 
     budget = _EDGE_EXAMPLES * len(arguments)  # as many graphs for each argument as an edge had alone
     for run in range(_EDGE_RUNS):
-        _draw_cases(strategy, 2 * budget, run, until=tried)
+        _draw_stored(("edge", pair, tuple(arguments), mutations, tuple(constants), 2 * budget, run), strategy,
+                     2 * budget, tried, run)
         if acted or len(held) >= budget // 2:
             break
     return acted
@@ -804,8 +819,11 @@ def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
     pairs: dict = {}
     for producer, consumer, argument in edges:
         pairs.setdefault((producer, consumer), []).append(argument)
-    return [(*pair, a) for pair, arguments in pairs.items()
-            for a in _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout)]
+    try:
+        return [(*pair, a) for pair, arguments in pairs.items()
+                for a in _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout)]
+    finally:
+        _store_drawn()
 
 
 def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -> list:
@@ -838,7 +856,8 @@ def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -
 
     # (the graphs do not depend on the pass: another pass over the same ops loads them, ``_draw_stored``;
     # drawing them was 5.8 of the 5.9 s of a fusion's edge probes, post-grad, on the 2-core Intel Xeon)
-    key = ("user-edge", pair, tuple(arguments), ir, mutations, str(device), _user_ops_fingerprint([pair]))
+    key = ("user-edge", pair, tuple(arguments), ir, mutations, str(device), _user_ops_fingerprint([pair]),
+           2 * _EDGE_EXAMPLES)
     _draw_stored(key, strategy, 2 * _EDGE_EXAMPLES, tried)
     return acted
 
