@@ -276,3 +276,32 @@ def test_a_focus_of_edges_alone_draws_an_edge_at_every_step():
                                    min_nodes=2, device="cpu"), 40))
     # measured in 40 draws at seed 0: 40 of 40 two-call graphs chained, against 30 of 40 beside the op
     assert alone[0] >= 0.9 * alone[1] and beside[0] < 0.85 * beside[1], (alone, beside)
+
+
+def test_a_write_after_a_read_draws_its_numbers_outside_the_passs_own(monkeypatch):
+    """In mutating graphs a focus call's operand is written in place afterwards now and then (``_around``:
+    what a pass replacing ``x + 0`` by ``x`` must see). Its numbers were drawn from the focus's pool,
+    whose own numbers are the pass's identities (0 and 1), so the write changed nothing (``pow_(x, 1.0)``)
+    and such a pass went unseen at seed 1 (issue 56's noop-then-written): they are drawn as a plain
+    step's."""
+    from strategies._draw import draw as D
+
+    pools, inside = [], [False]
+    real_around, real_call_args = D._around, D.call_args
+
+    def around(*args, **kwargs):
+        inside[0] = True
+        try:
+            return real_around(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    def call_args(draw, ctx, spec):
+        if inside[0]:
+            pools.append((ctx.scalar_pool, ctx.pass_scalars))
+        return real_call_args(draw, ctx, spec)
+    monkeypatch.setattr(D, "_around", around)
+    monkeypatch.setattr(D, "call_args", call_args)
+    focus = Focus(ops=["aten.add.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.div.Tensor"], scalars=(0, 1))
+    _draws(graphs(focus=focus, mutations=True, device="cpu"), 60)
+    assert pools and all(pool == ((), ()) for pool in pools), pools[:3]

@@ -78,8 +78,6 @@ SHORT = {
     # measured with near misses on (verify's default, two a rewritten graph), on a 2-core Intel Xeon
     ("softmax-decomposition", 2): "the buggy twin not caught in 200 (29 rewritten): of its 68 softmaxes, 6 read a "
                                   "row of finite values that overflows exp, all float64 and masked downstream",
-    # tests/passes/structures.py
-    ("noop-then-written", 1): "the buggy twin not caught in 200 (31 rewritten)",
 }
 
 

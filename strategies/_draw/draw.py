@@ -609,11 +609,16 @@ def _around(draw, ctx: DrawContext, cfg: _Config, value: Value | None) -> None:
     writer = inplace.draw(draw)
     if writer is None or isinstance(writer, Chain) or writer.mutates_metadata:
         return
+    # the write's numbers are drawn as a plain step's, not from the focus's pool: the pass's own numbers
+    # are its identities (x + 0, x * 1), and a write of them (pow_(x, 1.0), add_(x, 0)) changes nothing,
+    # so a pass that takes the sum for x, written afterwards, was not seen to (noop-then-written)
     result, ctx.prefer, ctx.chained, ctx.aims = ctx.prefer, target, True, ()
+    pool, ctx.scalar_pool, ctx.pass_scalars = (ctx.scalar_pool, ctx.pass_scalars), (), ()
     try:
         w_args, w_kwargs = call_args(draw, ctx, writer)
     finally:
         ctx.prefer, ctx.chained = result, False
+        ctx.scalar_pool, ctx.pass_scalars = pool
     if w_args and w_args[0] is target:
         b.call(writer, writer.overload, w_args, w_kwargs, keep=_keeper(draw))
         # then read after the write: copied half the time, else returned three times in four
