@@ -806,28 +806,26 @@ def test_probe_graphs_are_stored_once_drawn_and_loaded_as_drawn(tmp_path, monkey
     from conformance.search import trigger_cache
 
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
-    monkeypatch.setattr(triggers, "_DRAWN", {})
-    monkeypatch.setattr(triggers, "_probe_store", functools.lru_cache(maxsize=1)(trigger_cache.read_probe_graphs))
-
-    def drawn():
-        return triggers._draw_cases(graphs(max_nodes=3), 3, 0)
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())
+    strategy = graphs(max_nodes=3, device="cpu")
 
     def seen(cases):
         return [(c.gm.code, c.features, c.device, [(t.dtype, t.shape, t.stride(), t.tolist()) for t in c.example_inputs],
                  [t.tolist() for t in c.fresh_inputs()]) for c in cases]
 
-    first = triggers._stored(("test", 0), drawn)
-    triggers._store_drawn()
-    assert trigger_cache.probe_graphs_path().is_file() and not triggers._DRAWN
+    first = triggers._stored_draw(("test",), strategy, 3)
+    triggers._STORE.flush()
+    assert trigger_cache.probe_graphs_path().is_file() and len(first) == 3
 
-    def refused():
+    def refused(*args, **kwargs):
         raise AssertionError("drawn again")
-    triggers._probe_store.cache_clear()  # as a new process: read from the file
-    again = triggers._stored(("test", 0), refused)
-    assert seen(again) == seen(first)
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())  # as a new process: read from the file
+    with monkeypatch.context() as m:
+        m.setattr(triggers, "_draw_cases", refused)
+        assert seen(triggers._stored_draw(("test",), strategy, 3)) == seen(first)
     trigger_cache.probe_graphs_path().write_bytes(b"not a pickle")
-    triggers._probe_store.cache_clear()
-    assert seen(triggers._stored(("test", 0), drawn)) == seen(first)
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())
+    assert seen(triggers._stored_draw(("test",), strategy, 3)) == seen(first)
     path = trigger_cache.probe_graphs_path()
     monkeypatch.setattr(trigger_cache, "_machine", lambda: "another CPU|avx2")
     assert trigger_cache.probe_graphs_path() != path
@@ -839,12 +837,9 @@ def test_stored_draws_serve_a_prefix_and_draw_on_from_the_start(tmp_path, monkey
     of edge probes were drawing them; a second pass over the same ops: 0.4 s, 2-core Intel Xeon). A
     later draw tries the stored graphs first, then draws again from the start where it asks for more,
     trying only the graphs it had not seen; one that ran to its end is served whole."""
-    from conformance.search import trigger_cache
-
     monkeypatch.setenv("FX_CONFORMANCE_CACHE", str(tmp_path))
-    monkeypatch.setattr(triggers, "_DRAWN", {})
-    monkeypatch.setattr(triggers, "_probe_store", functools.lru_cache(maxsize=1)(trigger_cache.read_probe_graphs))
-    strategy, key = graphs(max_nodes=3), ("test-prefix",)
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())
+    strategy = graphs(max_nodes=3, device="cpu")
     whole = [c.gm.code for c in triggers._draw_cases(strategy, 5, 0)]
     draws = []
     real = triggers._draw_cases
@@ -860,12 +855,13 @@ def test_stored_draws_serve_a_prefix_and_draw_on_from_the_start(tmp_path, monkey
         def until(case):
             seen.append(case.gm.code)
             return len(seen) == stop_at
-        triggers._draw_stored(key, strategy, 5, until)
-        triggers._store_drawn()  # (discovery stores what its probes drew when it is done)
+        shown = triggers._stored_draw(("test-prefix",), strategy, 5, until=until)
+        assert [c.gm.code for c in shown] == seen
+        triggers._STORE.flush()  # (discovery stores what its probes drew when it is done)
         return seen
     assert trying(2) == whole[:2] and draws == [5]
-    triggers._probe_store.cache_clear()  # a new process
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())  # a new process
     assert trying(None) == whole and draws == [5, 5]  # the two stored, then three more of a new draw
-    triggers._probe_store.cache_clear()
+    monkeypatch.setattr(triggers, "_STORE", triggers._ProbeStore())
     assert trying(None) == whole and draws == [5, 5]  # stored whole: no draw
     assert trying(1) == whole[:1] and draws == [5, 5]

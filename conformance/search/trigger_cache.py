@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import inspect
 import json
@@ -160,6 +161,7 @@ def _discovering(key, limit):
 # --- the probe graphs: drawn once per generator, torch, Hypothesis and machine, for every pass ----------
 
 
+@functools.lru_cache(maxsize=1)
 def _machine() -> str:
     """What a drawn graph may depend on beyond the generator's code: the CPU (eager kernels decide which
     drawn calls are kept: an Intel and an AMD machine draw other graphs at one seed) and the kernels'

@@ -60,7 +60,8 @@ from ..deadlines import ExampleTimeout, deadline
 from .isolate import ChildDied, current_worker, fork_is_safe, run_forked
 from .static_triggers import op_name, packet_name, static_triggers
 from ._wire import dumps_case, loads_case
-from .trigger_cache import _cache_key, _discovering, read_entry, read_probe_graphs, write_entry, write_probe_graphs
+from .trigger_cache import (_cache_key, _discovering, probe_graphs_path, read_entry, read_probe_graphs, write_entry,
+                            write_probe_graphs)
 
 _PROBES_PER_OP = 2
 _CHAIN_EXAMPLES = 24
@@ -174,9 +175,8 @@ def _draw_cases(strategy, n: int, seed_value: int, until=None) -> list:
 def plain_cases(mutations: bool) -> tuple:
     """Plain graphs (as ``verify()`` draws them) to weigh a focus against (drawn once per process, and
     stored with the probe graphs)."""
-    cases = _stored(("plain", mutations), lambda: _draw_cases(graphs(mutations=mutations, random=True),
-                                                              _PAYOFF_EXAMPLES, 1))
-    _store_drawn()
+    cases = _stored_draw(("plain", mutations), graphs(mutations=mutations, random=True), _PAYOFF_EXAMPLES, 1)
+    _STORE.flush()
     return cases
 
 
@@ -187,83 +187,87 @@ def probe_cases(mutations: bool) -> tuple:
     cpu = cpu_support()  # discovery runs on the CPU: rows without a CPU kernel (CUDA's attention) are not probed
     cases = tuple((row, _row_probes(row, i)) for i, row in enumerate(OPS)
                   if (mutations or row.category != "inplace") and cpu.runs_row(row))
-    _store_drawn()
+    _STORE.flush()
     return cases
 
 
-@functools.lru_cache(maxsize=1)
-def _probe_store() -> dict:
-    """The stored probe graphs, read once per process."""
-    return read_probe_graphs()
+class _ProbeStore:
+    """This process's view of the stored probe graphs (``trigger_cache.read_probe_graphs``): the file as
+    read, read again on a miss where it changed since (a forked prober or another process wrote it),
+    and what this process drew, until ``flush`` writes it (discovery does when it is done)."""
+
+    def __init__(self):
+        self._read, self._stamp, self._drawn = {}, None, {}
+
+    def get(self, key):
+        if key not in self._read and key not in self._drawn:
+            path = probe_graphs_path()
+            try:
+                stat = path.stat()
+                stamp = (path, stat.st_mtime_ns, stat.st_size)
+            except OSError:
+                stamp = (path, None, None)
+            if stamp != self._stamp:
+                self._read, self._stamp = read_probe_graphs(), stamp
+        return self._drawn.get(key, self._read.get(key))
+
+    def keep(self, key, entry) -> None:
+        self._drawn[key] = entry
+
+    def flush(self) -> None:
+        if self._drawn:
+            write_probe_graphs(self._drawn)
+            self._read.update(self._drawn)
+            self._drawn = {}
 
 
-_DRAWN: dict = {}  # probe graphs this process drew that were not stored, by key, until _store_drawn
+_STORE = _ProbeStore()
 
 
-def _stored(key, drawer, refresh: bool = False) -> tuple:
-    """The cases stored under ``key``, or ``drawer()``'s (kept for ``_store_drawn`` where each can be
-    written: a case the wire format cannot carry is drawn again by every process); ``refresh``: the
-    file read again where this process holds none under ``key``."""
-    if refresh and key not in _probe_store():
-        _probe_store().update(read_probe_graphs())
-    cases = _cases_of(_probe_store().get(key))
-    if cases is not None:
-        return cases
-    cases = tuple(drawer())
-    _keep(key, cases)
-    return cases
-
-
-def _draw_stored(key, strategy, n: int, until, seed_value: int = 0) -> None:
-    """``_draw_cases(strategy, n, seed_value, until=until)`` over stored cases where a process stored them: the
-    cases it drew first (a prefix of the draw: ``until`` may have ended it), then, where ``until``
-    asks for more than were stored, the draw again from its start (its first cases are the stored
-    ones, tried already), and what it drew kept for ``_store_drawn``. Read again from the file first
-    where this process has none under ``key`` (a forked prober stored them). ``key`` names what the
-    strategy depends on, ``n`` and the seed."""
-    entry = _probe_store().get(key)
-    if entry is None:
-        _probe_store().update(read_probe_graphs())
-        entry = _probe_store().get(key)
-    tried = 0
+def _stored_draw(what: tuple, strategy, n: int, seed_value: int = 0, until=None) -> tuple:
+    """The cases ``_draw_cases(strategy, n, seed_value, until)`` shows ``until`` (all of them where it is
+    None), from the store where a draw of the same (``what``: what the strategy depends on) kept them.
+    A draw that ``until`` ended is kept as a prefix: the stored cases are tried first and, where
+    ``until`` asks for more, the draw runs again from its start, showing only the cases it had not
+    (its first ones are the stored ones). A case the wire format cannot carry keeps none."""
+    key = (*what, n, seed_value)
+    seen: list = []
+    entry = _STORE.get(key)
     if entry is not None:
         complete, blobs = entry
-        cases = _cases_of(blobs) or ()
-        for case in cases:
-            tried += 1
-            if until(case):
-                return
-        if complete and cases:
-            return
-    drawn, stopped = [], [False]
+        for case in _cases_of(blobs) or ():
+            seen.append(case)
+            if until is not None and until(case):
+                return tuple(seen)
+        if complete and _cases_of(blobs) is not None:
+            return tuple(seen)
+    tried, drawn, stopped = len(seen), [], [False]
 
     def step(case) -> bool:
         drawn.append(case)
-        stopped[0] = len(drawn) > tried and until(case)
+        stopped[0] = len(drawn) > tried and until is not None and until(case)
         return stopped[0]
     _draw_cases(strategy, n, seed_value, until=step)
-    _keep(key, drawn, complete=not stopped[0])
-
-
-def _keep(key, cases, complete=None) -> None:
-    """``cases`` as bytes under ``key`` for ``_store_drawn`` (``complete``: a ``_draw_stored`` entry,
-    whether the draw ran to its end); nothing where one cannot be carried."""
     try:
-        blobs = [pickle.dumps((dumps_case(c.gm, c.example_inputs), c.features, c.recipes, c.device))
-                 for c in cases]
-    except Exception:  # noqa: BLE001 - HarnessError (an unportable graph) or a pickling error
-        return
-    _DRAWN[key] = blobs if complete is None else (complete, blobs)
+        _STORE.keep(key, (not stopped[0], [pickle.dumps((dumps_case(c.gm, c.example_inputs), c.features, c.recipes,
+                                                         c.device)) for c in drawn]))
+    except Exception:  # noqa: BLE001 - HarnessError (an unportable graph) or a pickling error: not kept
+        pass
+    return tuple(seen + drawn[tried:])
 
 
 def _cases_of(blobs) -> tuple | None:
-    """The cases of stored bytes, or None where there are none or this code cannot read them."""
-    if blobs is None:
-        return None
+    """The cases of stored bytes, or None where this code cannot read them (they are drawn again)."""
     try:
         return tuple(_case_of(blob) for blob in blobs)
-    except Exception:  # noqa: BLE001 - an entry this code cannot read: drawn again
+    except Exception:  # noqa: BLE001 - an entry of another version
         return None
+
+
+def _case_of(blob: bytes) -> GraphCase:
+    data, features, recipes, device = pickle.loads(blob)
+    gm, inputs, _ = loads_case(data)
+    return GraphCase(gm, inputs, features, recipes, device=device)
 
 
 def _focus_key(focus: Focus) -> tuple:
@@ -274,27 +278,13 @@ def _focus_key(focus: Focus) -> tuple:
             names(focus.hops), names(focus.pairs), focus.duplicates)
 
 
-def _case_of(blob: bytes) -> GraphCase:
-    data, features, recipes, device = pickle.loads(blob)
-    gm, inputs, _ = loads_case(data)
-    return GraphCase(gm, inputs, features, recipes, device=device)
-
-
-def _store_drawn() -> None:
-    if _DRAWN:
-        write_probe_graphs(dict(_DRAWN))
-        _probe_store().update(_DRAWN)
-        _DRAWN.clear()
-
-
 @functools.lru_cache(maxsize=None)
 def _row_probes(row, i: int) -> tuple:
-    """``_PROBES_PER_OP`` graphs of ``row`` (the ``i``-th catalog row) alone, at seed ``i`` (stored
-    once drawn, ``_stored``)."""
-    return _stored(("row", row.name, i), lambda: _draw_row_probes(row, i))
+    """``_PROBES_PER_OP`` graphs of ``row`` (the ``i``-th catalog row) alone, at seed ``i`` (stored)."""
+    return _stored_draw(("row", row.name), _row_probe_strategy(row), _PROBES_PER_OP, i)
 
 
-def _draw_row_probes(row, i: int) -> tuple:
+def _row_probe_strategy(row):
     # One op (and a getitem per result of a multi-result op, one for a list of tensors); ops drawn
     # whole (matmul, attention) get room for their operands; dequantize gets the quantize that
     # makes its int8 input (no leaf is int8). Both were never drawn while the list's getitem and
@@ -310,7 +300,7 @@ def _draw_row_probes(row, i: int) -> tuple:
                       dtypes=st.sampled_from(sorted(C.COMPLEX, key=str)) if row.complex_only else None)
     if len(ops) > 1:  # a graph of the producer alone is no probe of the row
         strategy = strategy.filter(functools.partial(_holds, row.overload))
-    return tuple(_draw_cases(strategy, _PROBES_PER_OP, i))
+    return strategy
 
 
 def _nodes_of(row) -> int:
@@ -440,7 +430,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
         return runs[0] >= PROBE_BUDGET
 
     def done(cut: bool, payoff: tuple = ()) -> tuple:
-        _store_drawn()  # the graphs drawn for this pass's probes, for the next pass's (in a forked prober too)
+        _STORE.flush()  # the graphs drawn for this pass's probes, for the next pass's (in a forked prober too)
         return found, edges, _names(alone), pairs, structures, cut, payoff
 
     def acts(case, judge=None) -> bool:
@@ -476,8 +466,7 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     if rows:
         strategy = graphs(ops=rows, focus=Focus(ops=rows, share=1.0), min_nodes=2, max_nodes=4,
                           mutations=mutations, special_values=False, random=True)
-        chain_key = ("chain", tuple(r.name for r in rows), mutations, _CHAIN_EXAMPLES)
-        for case in _stored(chain_key, lambda: _draw_cases(strategy, _CHAIN_EXAMPLES, 0), refresh=True):
+        for case in _stored_draw(("chain", tuple(r.name for r in rows), mutations), strategy, _CHAIN_EXAMPLES):
             if out_of_runs():
                 return done(True)
             if acts(case):
@@ -511,9 +500,9 @@ def _probe(put, cases, found: dict, edges: dict, constants: tuple, mutations: bo
     if focus is None:
         return done(out_of_runs())
     # drawn as verify() draws (random ops allowed): a focus on random ops must be weighed too
-    focused = _stored(("payoff", mutations, _focus_key(focus), _PAYOFF_EXAMPLES), lambda: _draw_cases(
-        graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)), _PAYOFF_EXAMPLES, 1),
-        refresh=True)
+    focused = _stored_draw(("payoff", mutations, _focus_key(focus)),
+                           graphs(mutations=mutations, random=True, focus=dataclasses.replace(focus, share=1.0)),
+                           _PAYOFF_EXAMPLES, 1)
     counts = []
     for sample in (plain_cases(mutations), focused):
         n = 0
@@ -547,7 +536,7 @@ def _duplicates_act(acts) -> bool:
         # mutating graphs, which are mostly written or returned (1 of 18 merged, measured)
         strategy = graphs(focus=Focus(duplicates=True, share=1.0), min_nodes=2, max_nodes=5, mutations=False,
                           special_values=False, constants=False)
-        _draw_stored(("duplicates", 4 * n), strategy, 4 * n, tried)
+        _stored_draw(("duplicates",), strategy, 4 * n, until=tried)
         return len(seen), any(seen)
     if not tried_on(_repeats_a_call, _DUPLICATE_EXAMPLES, lambda a, b: _repeated(b) < _repeated(a))[1]:
         return False
@@ -609,7 +598,7 @@ def _pair_acts(row, acts) -> bool:
             seen.append(acts(case))
             return seen[-1]
         strategy = graphs(ops=[row], focus=focus, min_nodes=1, max_nodes=3, special_values=False, constants=False)
-        _draw_stored(("pair", row.name, _focus_key(focus), holds.func.__name__, n), strategy.filter(holds), n, tried)
+        _stored_draw(("pair", row.name, _focus_key(focus), holds.func.__name__), strategy.filter(holds), n, until=tried)
         return len(seen), any(seen)
     if not acted(Focus(ops=[row], pairs=[row.name], share=1.0), functools.partial(_holds_pair, row),
                  _PAIR_EXAMPLES)[1]:
@@ -756,8 +745,7 @@ def _edge_acts(pair: tuple, arguments: list, mutations: bool, acts, constants=()
 
     budget = _EDGE_EXAMPLES * len(arguments)  # as many graphs for each argument as an edge had alone
     for run in range(_EDGE_RUNS):
-        _draw_stored(("edge", pair, tuple(arguments), mutations, tuple(constants), 2 * budget, run), strategy,
-                     2 * budget, tried, run)
+        _stored_draw(("edge", pair, tuple(arguments), mutations, tuple(constants)), strategy, 2 * budget, run, tried)
         if acted or len(held) >= budget // 2:
             break
     return acted
@@ -823,7 +811,7 @@ def _user_edges(put, edges, ir, mutations, device, timeout) -> list:
         return [(*pair, a) for pair, arguments in pairs.items()
                 for a in _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout)]
     finally:
-        _store_drawn()
+        _STORE.flush()
 
 
 def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -> list:
@@ -854,11 +842,10 @@ def _user_edge_arguments(put, pair, arguments, ir, mutations, device, timeout) -
                 acted.extend(dict.fromkeys(held))
         return bool(acted) or holding[0] == _EDGE_EXAMPLES
 
-    # (the graphs do not depend on the pass: another pass over the same ops loads them, ``_draw_stored``;
+    # (the graphs do not depend on the pass: another pass over the same ops loads them, ``_stored_draw``;
     # drawing them was 5.8 of the 5.9 s of a fusion's edge probes, post-grad, on the 2-core Intel Xeon)
-    key = ("user-edge", pair, tuple(arguments), ir, mutations, str(device), _user_ops_fingerprint([pair]),
-           2 * _EDGE_EXAMPLES)
-    _draw_stored(key, strategy, 2 * _EDGE_EXAMPLES, tried)
+    what = ("user-edge", pair, tuple(arguments), ir, mutations, str(device), _user_ops_fingerprint([pair]))
+    _stored_draw(what, strategy, 2 * _EDGE_EXAMPLES, until=tried)
     return acted
 
 
